@@ -1,0 +1,89 @@
+#include "qkv/gemm.hpp"
+
+#include <blis.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace qkv {
+namespace {
+
+std::once_flag g_once;
+int g_threads = 1;
+
+bool cpu_has_skx_subset() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
+trans_t trans(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
+
+}  // namespace
+
+void gemm_init() {
+  std::call_once(g_once, [] {
+    // Must happen before BLIS's first call: BLIS reads BLIS_ARCH_TYPE once, when it initialises.
+    if (std::getenv("BLIS_ARCH_TYPE") == nullptr && cpu_has_skx_subset())
+      setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("QKV_THREADS")) n = std::atoi(env);
+    g_threads = n < 1 ? 1 : n;
+    bli_init();
+    bli_thread_set_num_threads(g_threads);
+  });
+}
+
+int gemm_threads() {
+  gemm_init();
+  return g_threads;
+}
+
+std::string gemm_backend() {
+  gemm_init();
+  return std::string("BLIS ") + bli_info_get_version_str() + ", kernel " + bli_arch_string(bli_arch_query_id()) +
+         ", " + std::to_string(g_threads) + " threads";
+}
+
+template <>
+void gemm<float>(bool tA, bool tB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  gemm_init();
+  bli_sgemm(trans(tA), trans(tB), M, N, K, &alpha, const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1,
+            &beta, C, ldc, 1);
+}
+
+template <>
+void gemm<double>(bool tA, bool tB, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+                  int ldb, double beta, double* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  gemm_init();
+  bli_dgemm(trans(tA), trans(tB), M, N, K, &alpha, const_cast<double*>(A), lda, 1, const_cast<double*>(B), ldb, 1,
+            &beta, C, ldc, 1);
+}
+
+template <class T>
+void gemm_reference(bool tA, bool tB, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
+                    T* C, int ldc) {
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double acc = 0;
+      for (int p = 0; p < K; p++) {
+        double a = tA ? A[p * lda + i] : A[i * lda + p];
+        double b = tB ? B[j * ldb + p] : B[p * ldb + j];
+        acc += a * b;
+      }
+      double c = beta == T(0) ? 0.0 : double(beta) * C[i * ldc + j];
+      C[i * ldc + j] = static_cast<T>(double(alpha) * acc + c);
+    }
+}
+
+template void gemm_reference<float>(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
+                                    float*, int);
+template void gemm_reference<double>(bool, bool, int, int, int, double, const double*, int, const double*, int,
+                                     double, double*, int);
+
+}  // namespace qkv
