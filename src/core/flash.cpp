@@ -1,0 +1,283 @@
+// Fused causal attention: entry points, run-time dispatch, the portable path and the double reference.
+// The AVX-512 kernels live in flash_kernels.cpp.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "qkv/error.hpp"
+#include "qkv/flash.hpp"
+
+namespace qkv {
+
+namespace flash_detail {
+// Defined in flash_kernels.cpp.
+bool avx512_available();
+void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T, int dh,
+                    float scale);
+void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
+                     const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale);
+}  // namespace flash_detail
+
+namespace {
+
+using std::size_t;
+
+std::atomic<bool> g_force_portable{false};
+
+void check_shape(const char* who, int H, int T, int dh) {
+  if (H < 1 || T < 1 || dh < 1)
+    data_error(std::string(who) + ": sizes must be >= 1, got H=" + std::to_string(H) + " T=" +
+               std::to_string(T) + " dh=" + std::to_string(dh));
+}
+
+float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// ---- portable path: row-wise online softmax, plain loops the compiler may auto-vectorise ----
+
+// z_i = Σ_{j<=i} softmax_j(scale q_i·k_j) v_j, one query row at a time, keys in tiles of kTile.
+void forward_portable(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T,
+                      int dh, float scale) {
+  constexpr int kTile = 64;
+  const long rows = static_cast<long>(H) * T;
+#pragma omp parallel
+  {
+    std::vector<float> s(kTile), acc(dh);
+#pragma omp for schedule(dynamic, 8)
+    for (long w = 0; w < rows; ++w) {
+      const int h = static_cast<int>(w % H);
+      const int i = T - 1 - static_cast<int>(w / H);  // long rows first
+      const size_t base = static_cast<size_t>(h) * T * dh;
+      const float* qi = q + base + static_cast<size_t>(i) * dh;
+      float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int j0 = 0; j0 <= i; j0 += kTile) {
+        const int nk = std::min(kTile, i + 1 - j0);
+        float mt = m;
+        for (int j = 0; j < nk; ++j) {
+          s[j] = scale * dot(qi, k + base + static_cast<size_t>(j0 + j) * dh, dh);
+          mt = std::max(mt, s[j]);
+        }
+        const float alpha = std::exp(m - mt);  // 0 on the first tile (m = -inf)
+        l *= alpha;
+        for (int d = 0; d < dh; ++d) acc[d] *= alpha;
+        for (int j = 0; j < nk; ++j) {
+          const float p = std::exp(s[j] - mt);
+          l += p;
+          const float* vj = v + base + static_cast<size_t>(j0 + j) * dh;
+          for (int d = 0; d < dh; ++d) acc[d] += p * vj[d];
+        }
+        m = mt;
+      }
+      float* zi = z + base + static_cast<size_t>(i) * dh;
+      for (int d = 0; d < dh; ++d) zi[d] = acc[d] / l;
+      lse[static_cast<size_t>(h) * T + i] = m + std::log(l);
+    }
+  }
+}
+
+// Three race-free passes: D_i; dq row by row over keys j <= i; dk, dv row by row over queries i >= j.
+void backward_portable(const float* q, const float* k, const float* v, const float* z, const float* lse,
+                       const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale) {
+  const long rows = static_cast<long>(H) * T;
+  std::vector<float> D(static_cast<size_t>(rows));
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (long r = 0; r < rows; ++r)  // D_i = rowsum(dz_i * z_i)
+      D[r] = dot(dz + static_cast<size_t>(r) * dh, z + static_cast<size_t>(r) * dh, dh);
+
+    // dq_i = scale Σ_{j<=i} dS_ij k_j,  dS_ij = P_ij (dz_i·v_j - D_i),  P_ij = exp(scale q_i·k_j - lse_i)
+#pragma omp for schedule(dynamic, 8)
+    for (long w = 0; w < rows; ++w) {
+      const int h = static_cast<int>(w % H);
+      const int i = T - 1 - static_cast<int>(w / H);
+      const size_t base = static_cast<size_t>(h) * T * dh, ri = static_cast<size_t>(h) * T + i;
+      const float *qi = q + base + static_cast<size_t>(i) * dh, *dzi = dz + base + static_cast<size_t>(i) * dh;
+      float* dqi = dq + base + static_cast<size_t>(i) * dh;
+      std::fill(dqi, dqi + dh, 0.0f);
+      for (int j = 0; j <= i; ++j) {
+        const float* kj = k + base + static_cast<size_t>(j) * dh;
+        const float p = std::exp(scale * dot(qi, kj, dh) - lse[ri]);
+        const float ds = p * (dot(dzi, v + base + static_cast<size_t>(j) * dh, dh) - D[ri]);
+        for (int d = 0; d < dh; ++d) dqi[d] += ds * kj[d];
+      }
+      for (int d = 0; d < dh; ++d) dqi[d] *= scale;
+    }
+
+    // dk_j = scale Σ_{i>=j} dS_ij q_i,  dv_j = Σ_{i>=j} P_ij dz_i
+#pragma omp for schedule(dynamic, 8)
+    for (long w = 0; w < rows; ++w) {
+      const int h = static_cast<int>(w % H);
+      const int j = static_cast<int>(w / H);  // key 0 has the most queries
+      const size_t base = static_cast<size_t>(h) * T * dh;
+      const float *kj = k + base + static_cast<size_t>(j) * dh, *vj = v + base + static_cast<size_t>(j) * dh;
+      float *dkj = dk + base + static_cast<size_t>(j) * dh, *dvj = dv + base + static_cast<size_t>(j) * dh;
+      std::fill(dkj, dkj + dh, 0.0f);
+      std::fill(dvj, dvj + dh, 0.0f);
+      for (int i = j; i < T; ++i) {
+        const size_t ri = static_cast<size_t>(h) * T + i;
+        const float *qi = q + base + static_cast<size_t>(i) * dh, *dzi = dz + base + static_cast<size_t>(i) * dh;
+        const float p = std::exp(scale * dot(qi, kj, dh) - lse[ri]);
+        const float ds = p * (dot(dzi, vj, dh) - D[ri]);
+        for (int d = 0; d < dh; ++d) {
+          dkj[d] += ds * qi[d];
+          dvj[d] += p * dzi[d];
+        }
+      }
+      for (int d = 0; d < dh; ++d) dkj[d] *= scale;
+    }
+  }
+}
+
+bool use_avx512() {
+  static const bool available = flash_detail::avx512_available();
+  return available && !g_force_portable.load(std::memory_order_relaxed);
+}
+
+std::vector<double> widen(const float* p, size_t n) { return std::vector<double>(p, p + n); }
+void narrow(const std::vector<double>& src, float* dst) {
+  for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+}  // namespace
+
+void flash_force_portable(bool on) { g_force_portable.store(on); }
+bool flash_uses_avx512() { return use_avx512(); }
+
+void flash_attention_forward(const float* q, const float* k, const float* v, float* z, float* lse, int H,
+                             int T, int dh, float scale) {
+  check_shape("flash_attention_forward", H, T, dh);
+  if (use_avx512())
+    flash_detail::forward_avx512(q, k, v, z, lse, H, T, dh, scale);
+  else
+    forward_portable(q, k, v, z, lse, H, T, dh, scale);
+}
+
+void flash_attention_backward(const float* q, const float* k, const float* v, const float* z,
+                              const float* lse, const float* dz, float* dq, float* dk, float* dv, int H,
+                              int T, int dh, float scale) {
+  check_shape("flash_attention_backward", H, T, dh);
+  if (use_avx512())
+    flash_detail::backward_avx512(q, k, v, z, lse, dz, dq, dk, dv, H, T, dh, scale);
+  else
+    backward_portable(q, k, v, z, lse, dz, dq, dk, dv, H, T, dh, scale);
+}
+
+// ---- reference: materialise S, A per head in double ----
+
+namespace flash_detail {
+
+namespace {
+// S = scale q kᵀ (causal), A = softmax(S); returns lse per row. S, A: [T, T] (entries j > i unused: A = 0).
+void softmax_head(const double* q, const double* k, int T, int dh, double scale, std::vector<double>& A,
+                  double* lse) {
+  for (int i = 0; i < T; ++i) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j <= i; ++j) {
+      double s = 0.0;
+      for (int d = 0; d < dh; ++d) s += q[static_cast<size_t>(i) * dh + d] * k[static_cast<size_t>(j) * dh + d];
+      A[static_cast<size_t>(i) * T + j] = scale * s;
+      m = std::max(m, scale * s);
+    }
+    double sum = 0.0;
+    for (int j = 0; j <= i; ++j) sum += std::exp(A[static_cast<size_t>(i) * T + j] - m);
+    for (int j = 0; j < T; ++j)
+      A[static_cast<size_t>(i) * T + j] = j <= i ? std::exp(A[static_cast<size_t>(i) * T + j] - m) / sum : 0.0;
+    if (lse) lse[i] = m + std::log(sum);
+  }
+}
+}  // namespace
+
+void reference_forward_f64(const double* q, const double* k, const double* v, double* z, double* lse, int H,
+                           int T, int dh, double scale) {
+  std::vector<double> A(static_cast<size_t>(T) * T);
+  for (int h = 0; h < H; ++h) {
+    const size_t base = static_cast<size_t>(h) * T * dh;
+    softmax_head(q + base, k + base, T, dh, scale, A, lse + static_cast<size_t>(h) * T);
+    for (int i = 0; i < T; ++i)  // z = A v
+      for (int d = 0; d < dh; ++d) {
+        double s = 0.0;
+        for (int j = 0; j <= i; ++j) s += A[static_cast<size_t>(i) * T + j] * v[base + static_cast<size_t>(j) * dh + d];
+        z[base + static_cast<size_t>(i) * dh + d] = s;
+      }
+  }
+}
+
+void reference_backward_f64(const double* q, const double* k, const double* v, const double* dz, double* dq,
+                            double* dk, double* dv, double* dS, int H, int T, int dh, double scale) {
+  const size_t TT = static_cast<size_t>(T) * T;
+  std::vector<double> A(TT), dA(TT), G(TT);
+  for (int h = 0; h < H; ++h) {
+    const size_t base = static_cast<size_t>(h) * T * dh;
+    softmax_head(q + base, k + base, T, dh, scale, A, nullptr);
+    // z = A v  =>  dA = dz vᵀ,  dv = Aᵀ dz
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        double s = 0.0;
+        for (int d = 0; d < dh; ++d) s += dz[base + static_cast<size_t>(i) * dh + d] * v[base + static_cast<size_t>(j) * dh + d];
+        dA[static_cast<size_t>(i) * T + j] = s;
+      }
+    for (int j = 0; j < T; ++j)
+      for (int d = 0; d < dh; ++d) {
+        double s = 0.0;
+        for (int i = 0; i < T; ++i) s += A[static_cast<size_t>(i) * T + j] * dz[base + static_cast<size_t>(i) * dh + d];
+        dv[base + static_cast<size_t>(j) * dh + d] = s;
+      }
+    // A = softmax(S)  =>  dS_ij = A_ij (dA_ij - Σ_l A_il dA_il)   (masked entries have A = 0)
+    for (int i = 0; i < T; ++i) {
+      double r = 0.0;
+      for (int j = 0; j < T; ++j) r += A[static_cast<size_t>(i) * T + j] * dA[static_cast<size_t>(i) * T + j];
+      for (int j = 0; j < T; ++j)
+        G[static_cast<size_t>(i) * T + j] = A[static_cast<size_t>(i) * T + j] * (dA[static_cast<size_t>(i) * T + j] - r);
+    }
+    if (dS) std::copy(G.begin(), G.end(), dS + static_cast<size_t>(h) * TT);
+    // S = scale q kᵀ  =>  dq = scale dS k,  dk = scale dSᵀ q
+    for (int i = 0; i < T; ++i)
+      for (int d = 0; d < dh; ++d) {
+        double sq = 0.0, sk = 0.0;
+        for (int j = 0; j < T; ++j) {
+          sq += G[static_cast<size_t>(i) * T + j] * k[base + static_cast<size_t>(j) * dh + d];
+          sk += G[static_cast<size_t>(j) * T + i] * q[base + static_cast<size_t>(j) * dh + d];
+        }
+        dq[base + static_cast<size_t>(i) * dh + d] = scale * sq;
+        dk[base + static_cast<size_t>(i) * dh + d] = scale * sk;
+      }
+  }
+}
+
+}  // namespace flash_detail
+
+void flash_attention_forward_reference(const float* q, const float* k, const float* v, float* z, float* lse,
+                                       int H, int T, int dh, float scale) {
+  check_shape("flash_attention_forward_reference", H, T, dh);
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  std::vector<double> zd(n), lsed(static_cast<size_t>(H) * T);
+  flash_detail::reference_forward_f64(widen(q, n).data(), widen(k, n).data(), widen(v, n).data(), zd.data(),
+                                      lsed.data(), H, T, dh, scale);
+  narrow(zd, z);
+  narrow(lsed, lse);
+}
+
+void flash_attention_backward_reference(const float* q, const float* k, const float* v, const float* z,
+                                        const float* lse, const float* dz, float* dq, float* dk, float* dv,
+                                        int H, int T, int dh, float scale) {
+  check_shape("flash_attention_backward_reference", H, T, dh);
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  std::vector<double> dqd(n), dkd(n), dvd(n);
+  flash_detail::reference_backward_f64(widen(q, n).data(), widen(k, n).data(), widen(v, n).data(),
+                                       widen(dz, n).data(), dqd.data(), dkd.data(), dvd.data(), nullptr, H, T,
+                                       dh, scale);
+  narrow(dqd, dq);
+  narrow(dkd, dk);
+  narrow(dvd, dv);
+}
+
+}  // namespace qkv

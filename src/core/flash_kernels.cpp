@@ -1,0 +1,396 @@
+// AVX-512 kernels of the fused causal attention (flash.hpp). Every function that uses AVX-512 carries
+// the QKV_AVX512 target attribute; flash.cpp calls them only when avx512_available() says the CPU has it.
+//
+// Layout: a tile of scores is kept transposed, Sᵀ[key j][query i], with 16 queries in the lanes of a
+// zmm register. Row-wise softmax statistics (max, sum, lse, D) are then plain lane-wise vector ops
+// with no horizontal reductions, and all five products are register-blocked rank-1 updates:
+//   Sᵀ  = K Qᵀ        rows = keys,    lanes = queries   (broadcast k[j][d], load Qᵀ[d][i..i+16))
+//   Oᵀ += Vᵀ Pᵀ       rows = d,       lanes = queries   (broadcast v[j][d], load Pᵀ[j][i..i+16))
+//   dPᵀ = V dzᵀ       like Sᵀ
+//   dV += Pᵀ dz       rows = keys,    lanes = d         (broadcast Pᵀ[j][i], load dz[i][d..d+16))
+//   dK += dSᵀ q       like dV
+//   dQ += dS K        rows = queries, lanes = d         (broadcast dSᵀ[j][i], load K[j][d..d+16))
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#define QKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+namespace qkv::flash_detail {
+
+namespace {
+
+using std::size_t;
+
+constexpr int kBr = 48;        // queries per block: 3 vectors of 16 lanes
+constexpr int kQV = kBr / 16;  // vectors per query block
+constexpr int kBcF = 96;       // keys per tile in the forward
+constexpr int kBcB = 48;       // keys per block in the backward (a multiple of 24: see rows_for)
+
+// A 64-byte aligned float buffer.
+struct Buf {
+  float* p = nullptr;
+  explicit Buf(size_t n) : p(static_cast<float*>(::operator new(std::max<size_t>(n, 1) * sizeof(float),
+                                                                   std::align_val_t(64)))) {}
+  ~Buf() { ::operator delete(p, std::align_val_t(64)); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  float* data() const { return p; }
+};
+
+// exp(x) for x <= 88: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
+// < 6e-9 relative) in Horner form with FMA, then scalef by 2^n. Measured max relative error ~1.2e-7.
+// Results below FLT_MIN (x < ln FLT_MIN) are returned as 0 (no denormals); -inf -> 0; NaN -> NaN.
+QKV_AVX512 inline __m512 exp512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f);
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);  // x >= lo or NaN
+  x = _mm512_maskz_max_ps(0xFFFF, lo, x);  // NaN stays NaN (second operand); maskz_: no undefined src
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269502f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e43p-1f), x);  // x - n ln2_hi (exact product)
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-0x1.05c61p-29f), r);       // - n ln2_lo
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
+enum Mode { kStore, kAdd, kScaleAdd };
+
+// Micro-kernel with A row-contiguous: C[r][16v..16v+16) (=|+=) Σ_{k<K} A[r*lda + k] · B[k*ldb + 16v ..].
+template <int R, int NV, Mode M>
+QKV_AVX512 inline void mk_rows(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc,
+                               int K) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = M == kStore ? _mm512_setzero_ps() : _mm512_loadu_ps(C + r * ldc + 16 * v);
+  for (int k = 0; k < K; ++k) {
+    __m512 b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(B + k * ldb + 16 * v);
+#pragma GCC unroll 32
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
+}
+
+// Micro-kernel with A column-contiguous: C[r][16v..) = (alpha[v] ·) C[r][16v..) + Σ_k A[r + k*lda] · B[k*ldb + 16v ..].
+template <int R, int NV, Mode M>
+QKV_AVX512 inline void mk_cols(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc,
+                               int K, const float* alpha) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      acc[r][v] = M == kStore ? _mm512_setzero_ps() : _mm512_loadu_ps(C + r * ldc + 16 * v);
+      if (M == kScaleAdd) acc[r][v] = _mm512_mul_ps(acc[r][v], _mm512_loadu_ps(alpha + 16 * v));
+    }
+  for (int k = 0; k < K; ++k) {
+    __m512 b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(B + k * ldb + 16 * v);
+#pragma GCC unroll 32
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r + k * lda]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
+}
+
+// C[rows][kBr lanes] (=|+=) A·B over any number of rows (8 at a time, then the rest), lanes = 3 vectors.
+template <Mode M>
+QKV_AVX512 void lanes_rows(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc, int K,
+                           int rows) {
+  int r = 0;
+  for (; r + 8 <= rows; r += 8) mk_rows<8, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K);
+  switch (rows - r) {
+    case 7: mk_rows<7, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 6: mk_rows<6, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 5: mk_rows<5, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 4: mk_rows<4, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 3: mk_rows<3, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 2: mk_rows<2, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    case 1: mk_rows<1, kQV, M>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K); break;
+    default: break;
+  }
+}
+
+// Oᵀ[d][lanes] = alpha · Oᵀ[d][lanes] + Σ_{j<K} V[j*ldv + d] Pᵀ[j][lanes], for d < dh.
+QKV_AVX512 void lanes_cols_scaleadd(const float* V, size_t ldv, const float* P, float* O, int K, int dh,
+                                    const float* alpha) {
+  int r = 0;
+  for (; r + 8 <= dh; r += 8) mk_cols<8, kQV, kScaleAdd>(V + r, ldv, P, kBr, O + r * kBr, kBr, K, alpha);
+  const float* a = V + r;
+  float* o = O + static_cast<size_t>(r) * kBr;
+  switch (dh - r) {
+    case 7: mk_cols<7, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 6: mk_cols<6, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 5: mk_cols<5, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 4: mk_cols<4, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 3: mk_cols<3, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 2: mk_cols<2, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 1: mk_cols<1, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    default: break;
+  }
+}
+
+// C[rows][16·NV) += A·B with lanes over d; rows a multiple of R; A row- or column-contiguous.
+template <bool kRowsA, int R, int NV>
+QKV_AVX512 void d_lanes_chunk(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc,
+                              int K, int rows) {
+  for (int r = 0; r < rows; r += R) {
+    if constexpr (kRowsA)
+      mk_rows<R, NV, kAdd>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, K);
+    else
+      mk_cols<R, NV, kAdd>(A + r, lda, B, ldb, C + r * ldc, ldc, K, nullptr);
+  }
+}
+
+// C[rows][dhp] += A·B with lanes over d (dhp a multiple of 16), rows a multiple of 24. Columns go in
+// chunks of up to 4 vectors, rows blocked to keep 24 accumulators.
+template <bool kRowsA>
+QKV_AVX512 void d_lanes_add(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc, int K,
+                            int rows, int dhp) {
+  for (int c = 0; c < dhp;) {
+    const int nv = std::min(4, (dhp - c) / 16);
+    switch (nv) {
+      case 4: d_lanes_chunk<kRowsA, 6, 4>(A, lda, B + c, ldb, C + c, ldc, K, rows); break;
+      case 3: d_lanes_chunk<kRowsA, 8, 3>(A, lda, B + c, ldb, C + c, ldc, K, rows); break;
+      case 2: d_lanes_chunk<kRowsA, 12, 2>(A, lda, B + c, ldb, C + c, ldc, K, rows); break;
+      default: d_lanes_chunk<kRowsA, 24, 1>(A, lda, B + c, ldb, C + c, ldc, K, rows); break;
+    }
+    c += 16 * nv;
+  }
+}
+
+// Lane index vectors 0..15, 16..31, 32..47 of a query block.
+QKV_AVX512 inline __m512 lane_index(int v) {
+  return _mm512_add_ps(_mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                       _mm512_set1_ps(static_cast<float>(16 * v)));
+}
+
+}  // namespace
+
+bool avx512_available() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("fma");
+}
+
+QKV_AVX512 bool vexp_avx512(const float* x, float* y, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, m, exp512(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+  return true;
+}
+
+bool vexp(const float* x, float* y, int n) { return avx512_available() && vexp_avx512(x, y, n); }
+
+// ---------------------------------------------------------------------------------------------------
+// Forward. Work item = (head, query block of kBr rows); long blocks first, dynamic schedule.
+//   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
+//   l = alpha l + Σ_j Pᵀ;  Oᵀ = alpha Oᵀ + Vᵀ Pᵀ;   finally z = Oᵀᵀ / l,  lse = m + log l
+QKV_AVX512 void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H,
+                               int T, int dh, float scale) {
+  const int nqb = (T + kBr - 1) / kBr;
+  const long items = static_cast<long>(H) * nqb;
+#pragma omp parallel
+  {
+    Buf Qt(static_cast<size_t>(dh) * kBr), Ot(static_cast<size_t>(dh) * kBr), S(static_cast<size_t>(kBcF) * kBr);
+    alignas(64) float m[kBr], l[kBr], alpha[kBr];
+#pragma omp for schedule(dynamic, 1)
+    for (long w = 0; w < items; ++w) {
+      const int h = static_cast<int>(w % H), qb = nqb - 1 - static_cast<int>(w / H);
+      const int i0 = qb * kBr, nq = std::min(kBr, T - i0), kend = i0 + nq;
+      const size_t base = static_cast<size_t>(h) * T * dh;
+      const float *qh = q + base, *kh = k + base, *vh = v + base;
+      // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
+      for (int r = 0; r < kBr; ++r)
+        for (int d = 0; d < dh; ++d)
+          Qt.p[static_cast<size_t>(d) * kBr + r] = r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
+      std::memset(Ot.p, 0, sizeof(float) * dh * kBr);
+      for (int u = 0; u < kQV; ++u) {
+        _mm512_store_ps(m + 16 * u, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+        _mm512_store_ps(l + 16 * u, _mm512_setzero_ps());
+      }
+      for (int j0 = 0; j0 < kend; j0 += kBcF) {
+        const int nk = std::min(kBcF, kend - j0);
+        lanes_rows<kStore>(kh + static_cast<size_t>(j0) * dh, dh, Qt.p, kBr, S.p, kBr, dh, nk);
+        __m512 mx[kQV], idx[kQV];
+        for (int u = 0; u < kQV; ++u) {
+          mx[u] = _mm512_load_ps(m + 16 * u);
+          idx[u] = lane_index(u);
+        }
+        const bool diag = j0 + nk - 1 > i0;  // some key of the tile is after some query of the block
+        for (int j = 0; j < nk; ++j) {
+          float* s = S.p + static_cast<size_t>(j) * kBr;
+          if (diag && j0 + j > i0) {  // mask lanes i0 + lane < j0 + j
+            const __m512 lim = _mm512_set1_ps(static_cast<float>(j0 + j - i0));
+            for (int u = 0; u < kQV; ++u) {
+              const __mmask16 mk = _mm512_cmp_ps_mask(idx[u], lim, _CMP_LT_OQ);
+              _mm512_store_ps(s + 16 * u, _mm512_mask_blend_ps(mk, _mm512_load_ps(s + 16 * u),
+                                                               _mm512_set1_ps(-std::numeric_limits<float>::infinity())));
+            }
+          }
+          for (int u = 0; u < kQV; ++u) mx[u] = _mm512_maskz_max_ps(0xFFFF, mx[u], _mm512_load_ps(s + 16 * u));
+        }
+        __m512 sum[kQV];
+        for (int u = 0; u < kQV; ++u) {
+          const __m512 a = exp512(_mm512_sub_ps(_mm512_load_ps(m + 16 * u), mx[u]));
+          _mm512_store_ps(alpha + 16 * u, a);
+          _mm512_store_ps(m + 16 * u, mx[u]);
+          sum[u] = _mm512_mul_ps(_mm512_load_ps(l + 16 * u), a);
+        }
+        for (int j = 0; j < nk; ++j) {
+          float* s = S.p + static_cast<size_t>(j) * kBr;
+          for (int u = 0; u < kQV; ++u) {
+            const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s + 16 * u), mx[u]));
+            _mm512_store_ps(s + 16 * u, p);
+            sum[u] = _mm512_add_ps(sum[u], p);
+          }
+        }
+        for (int u = 0; u < kQV; ++u) _mm512_store_ps(l + 16 * u, sum[u]);
+        lanes_cols_scaleadd(vh + static_cast<size_t>(j0) * dh, dh, S.p, Ot.p, nk, dh, alpha);
+      }
+      for (int r = 0; r < nq; ++r) {
+        float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
+        for (int d = 0; d < dh; ++d) zr[d] = Ot.p[static_cast<size_t>(d) * kBr + r] / l[r];
+        lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backward, one head at a time with all threads:
+//  1. pack (parallel over query blocks): scale·Qᵀ and dzᵀ per block [dh][kBr]; scale·q, dz, K, V as
+//     [Tp][dhp] zero-padded rows; lse (+inf past T, so P = 0 there) and D_i = dz_i·z_i.
+//  2. parallel over key blocks (dynamic, longest first): for each query block at or below the diagonal
+//       Sᵀ = K Qᵀ, dPᵀ = V dzᵀ, Pᵀ = exp(Sᵀ - lse) (masked), dSᵀ = Pᵀ ∘ (dPᵀ - D)
+//       dV += Pᵀ dz, dK += dSᵀ (scale q) into block-local buffers; dQ_thread += dS K (per-thread [Tp][dhp]).
+//  3. dq = scale · Σ_threads dQ_thread (parallel over rows).
+// Extra memory: 6·Tp·dhp shared + Tp·dhp per thread + small tiles.
+QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
+                                const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh,
+                                float scale) {
+  static_assert(kBcB == kBr && kBr % 24 == 0, "square blocks, rows a multiple of every micro-kernel height");
+  const int nqb = (T + kBr - 1) / kBr, nkb = (T + kBcB - 1) / kBcB;
+  const int Tp = nqb * kBr, dhp = (dh + 15) / 16 * 16;
+  const size_t blk = static_cast<size_t>(dh) * kBr, pad = static_cast<size_t>(Tp) * dhp;
+  Buf Qt(nqb * blk), dzT(nqb * blk), qs(pad), dzp(pad), kp(pad), vp(pad), lsep(Tp), Dp(Tp);
+  const int nthreads = omp_get_max_threads();
+  std::vector<float*> dQ_all(nthreads, nullptr);
+#pragma omp parallel num_threads(nthreads)
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    Buf dQ(pad), dKl(static_cast<size_t>(kBcB) * dhp), dVl(static_cast<size_t>(kBcB) * dhp);
+    Buf P(static_cast<size_t>(kBcB) * kBr), dS(static_cast<size_t>(kBcB) * kBr);
+    dQ_all[tid] = dQ.p;
+    for (int h = 0; h < H; ++h) {
+      const size_t base = static_cast<size_t>(h) * T * dh;
+      std::memset(dQ.p, 0, sizeof(float) * pad);
+#pragma omp for schedule(static)
+      for (int qb = 0; qb < nqb; ++qb) {
+        for (int r = 0; r < kBr; ++r) {
+          const int i = qb * kBr + r;
+          const bool in = i < T;
+          const size_t src = base + static_cast<size_t>(i) * dh, dst = static_cast<size_t>(i) * dhp;
+          float D = 0.0f;
+          for (int d = 0; d < dhp; ++d) {
+            const bool ok = in && d < dh;
+            const float qv = ok ? scale * q[src + d] : 0.0f, dzv = ok ? dz[src + d] : 0.0f;
+            qs.p[dst + d] = qv;
+            dzp.p[dst + d] = dzv;
+            kp.p[dst + d] = ok ? k[src + d] : 0.0f;
+            vp.p[dst + d] = ok ? v[src + d] : 0.0f;
+            if (d < dh) {
+              Qt.p[qb * blk + static_cast<size_t>(d) * kBr + r] = qv;
+              dzT.p[qb * blk + static_cast<size_t>(d) * kBr + r] = dzv;
+            }
+            if (ok) D += dzv * z[src + d];
+          }
+          lsep.p[i] = in ? lse[static_cast<size_t>(h) * T + i] : std::numeric_limits<float>::infinity();
+          Dp.p[i] = D;
+        }
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int kb = 0; kb < nkb; ++kb) {
+        const int j0 = kb * kBcB, nk = std::min(kBcB, T - j0);
+        std::memset(dKl.p, 0, sizeof(float) * kBcB * dhp);
+        std::memset(dVl.p, 0, sizeof(float) * kBcB * dhp);
+        const float *kblk = kp.p + static_cast<size_t>(j0) * dhp, *vblk = vp.p + static_cast<size_t>(j0) * dhp;
+        for (int qb = j0 / kBr; qb < nqb; ++qb) {
+          const int i0 = qb * kBr;
+          lanes_rows<kStore>(kblk, dhp, Qt.p + qb * blk, kBr, P.p, kBr, dh, kBcB);   // Sᵀ
+          lanes_rows<kStore>(vblk, dhp, dzT.p + qb * blk, kBr, dS.p, kBr, dh, kBcB);  // dPᵀ
+          __m512 L[kQV], Dv[kQV], idx[kQV];
+          for (int u = 0; u < kQV; ++u) {
+            L[u] = _mm512_loadu_ps(lsep.p + i0 + 16 * u);
+            Dv[u] = _mm512_loadu_ps(Dp.p + i0 + 16 * u);
+            idx[u] = lane_index(u);
+          }
+          for (int j = 0; j < kBcB; ++j) {
+            float *p = P.p + static_cast<size_t>(j) * kBr, *ds = dS.p + static_cast<size_t>(j) * kBr;
+            const __m512 lim = _mm512_set1_ps(static_cast<float>(j0 + j - i0));
+            for (int u = 0; u < kQV; ++u) {
+              // valid iff key j0+j < T and j0+j <= i0+lane
+              const __mmask16 ok = j < nk ? _mm512_cmp_ps_mask(idx[u], lim, _CMP_GE_OQ) : __mmask16(0);
+              const __m512 pv = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(_mm512_load_ps(p + 16 * u), L[u])));
+              _mm512_store_ps(p + 16 * u, pv);
+              _mm512_store_ps(ds + 16 * u, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_load_ps(ds + 16 * u), Dv[u])));
+            }
+          }
+          d_lanes_add<true>(P.p, kBr, dzp.p + static_cast<size_t>(i0) * dhp, dhp, dVl.p, dhp, kBr, kBcB, dhp);
+          d_lanes_add<true>(dS.p, kBr, qs.p + static_cast<size_t>(i0) * dhp, dhp, dKl.p, dhp, kBr, kBcB, dhp);
+          d_lanes_add<false>(dS.p, kBr, kblk, dhp, dQ.p + static_cast<size_t>(i0) * dhp, dhp, nk, kBr, dhp);
+        }
+        for (int j = 0; j < nk; ++j) {
+          const size_t dst = base + static_cast<size_t>(j0 + j) * dh;
+          std::memcpy(dk + dst, dKl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
+          std::memcpy(dv + dst, dVl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
+        }
+      }
+#pragma omp for schedule(static)
+      for (int i = 0; i < T; ++i) {
+        for (int d = 0; d < dh; ++d) {
+          float s = 0.0f;
+          for (int t = 0; t < nt; ++t) s += dQ_all[t][static_cast<size_t>(i) * dhp + d];
+          dq[base + static_cast<size_t>(i) * dh + d] = scale * s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace qkv::flash_detail

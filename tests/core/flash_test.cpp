@@ -1,0 +1,251 @@
+// The fused causal attention (flash.hpp): both fast paths (AVX-512 and portable) against the double
+// reference over many shapes and softmax temperatures; the reference backward against central finite
+// differences in double; the vectorised exp against double exp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "qkv/error.hpp"
+#include "qkv/flash.hpp"
+
+namespace qkv {
+namespace {
+
+std::vector<float> randn(size_t n, unsigned seed, double stddev = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(dist(rng));
+  return v;
+}
+
+// max |a - b| / max |b|
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 1e-30, err = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+    if (std::isnan(a[i])) return std::numeric_limits<double>::infinity();
+  }
+  return err / scale;
+}
+
+// Restores the dispatch after each test.
+class FlashPath : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    flash_force_portable(false);
+    if (!GetParam()) {
+      flash_force_portable(true);
+      ASSERT_FALSE(flash_uses_avx512());
+    } else if (!flash_uses_avx512()) {
+      GTEST_SKIP() << "CPU without AVX-512";
+    }
+  }
+  void TearDown() override { flash_force_portable(false); }
+};
+
+struct Case {
+  int H, T, dh;
+  float scale;
+};
+
+// Runs fast forward + backward and the reference on one case; checks everything within tol.
+void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
+  const size_t n = static_cast<size_t>(c.H) * c.T * c.dh;
+  const auto q = randn(n, seed), k = randn(n, seed + 1), v = randn(n, seed + 2), dz = randn(n, seed + 3);
+  std::vector<float> z(n), lse(static_cast<size_t>(c.H) * c.T), zr(n), lser(lse.size());
+  flash_attention_forward(q.data(), k.data(), v.data(), z.data(), lse.data(), c.H, c.T, c.dh, c.scale);
+  flash_attention_forward_reference(q.data(), k.data(), v.data(), zr.data(), lser.data(), c.H, c.T, c.dh,
+                                    c.scale);
+  EXPECT_LE(rel_err(z, zr), tol_fwd) << "z";
+  // lse is compared relative to max(1, |lse|): for T = 1 with tiny scores it is ~0.
+  double lse_err = 0.0;
+  for (size_t i = 0; i < lse.size(); ++i)
+    lse_err = std::max(lse_err, std::abs(static_cast<double>(lse[i]) - lser[i]) / std::max(1.0, std::abs(double(lser[i]))));
+  EXPECT_LE(lse_err, tol_fwd) << "lse";
+
+  std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN), dqr(n), dkr(n), dvr(n);
+  flash_attention_backward(q.data(), k.data(), v.data(), z.data(), lse.data(), dz.data(), dq.data(), dk.data(),
+                           dv.data(), c.H, c.T, c.dh, c.scale);
+  flash_attention_backward_reference(q.data(), k.data(), v.data(), zr.data(), lser.data(), dz.data(), dqr.data(),
+                                     dkr.data(), dvr.data(), c.H, c.T, c.dh, c.scale);
+  // dq and dk come from dS = P ∘ (dP - D), a difference of terms of size |dP| <= ‖dz_i‖‖v_j‖ that cancel
+  // when a row is near one-hot; in fp32 its error is ~1e-7·|dP| whatever the size of the result. So
+  // their errors are measured relative to the bound |dq| <= 2·scale·max|dP|·max|k| (|dk| likewise with q)
+  // (|dk| likewise with q): either within tol of max |dq| or within tol/10 of that bound.
+  double dz_n = 0.0, v_n = 0.0, k_max = 0.0, q_max = 0.0;
+  for (size_t r = 0; r < n / c.dh; ++r) {
+    double a = 0.0, b = 0.0;
+    for (int d = 0; d < c.dh; ++d) a += double(dz[r * c.dh + d]) * dz[r * c.dh + d], b += double(v[r * c.dh + d]) * v[r * c.dh + d];
+    dz_n = std::max(dz_n, std::sqrt(a)), v_n = std::max(v_n, std::sqrt(b));
+  }
+  for (size_t i = 0; i < n; ++i) k_max = std::max(k_max, std::abs(double(k[i]))), q_max = std::max(q_max, std::abs(double(q[i])));
+  const double dP_max = dz_n * v_n;
+  auto max_abs = [](const std::vector<float>& x) {
+    double m = 0.0;
+    for (float e : x) m = std::max(m, std::abs(double(e)));
+    return m;
+  };
+  const double eq = rel_err(dq, dqr) * max_abs(dqr), ek = rel_err(dk, dkr) * max_abs(dkr);
+  const double bq = 2 * c.scale * dP_max * k_max, bk = 2 * c.scale * dP_max * q_max;
+  EXPECT_TRUE(eq <= tol_bwd * max_abs(dqr) || eq <= 0.1 * tol_bwd * bq) << "dq: " << eq << " of " << max_abs(dqr);
+  EXPECT_TRUE(ek <= tol_bwd * max_abs(dkr) || ek <= 0.1 * tol_bwd * bk) << "dk: " << ek << " of " << max_abs(dkr);
+  EXPECT_LE(rel_err(dv, dvr), tol_bwd) << "dv";
+}
+
+TEST_P(FlashPath, MatchesReferenceOverShapesAndTemperatures) {
+  unsigned seed = 1;
+  for (int H : {1, 3})
+    for (int T : {1, 2, 3, 7, 16, 17, 64, 127, 200})
+      for (int dh : {1, 7, 16, 33, 64, 80})
+        // soft (scores ~N(0, 0.3²)), GPT-2's 1/sqrt(dh), and peaked (scores ~N(0, 10²): rows near one-hot)
+        for (float temp : {0.3f, 1.0f, 10.0f}) {
+          const Case c{H, T, dh, temp / std::sqrt(static_cast<float>(dh))};
+          SCOPED_TRACE("H=" + std::to_string(H) + " T=" + std::to_string(T) + " dh=" + std::to_string(dh) +
+                       " scale=" + std::to_string(c.scale));
+          check_case(c, seed += 7, 1e-5, 1e-5);
+        }
+}
+
+TEST_P(FlashPath, MatchesReferenceOnLongerSequences) {
+  // Several key tiles / blocks per row, uneven tails, threads sharing a head.
+  for (const Case& c : {Case{2, 777, 64, 0.125f}, Case{1, 1000, 33, 0.2f}, Case{12, 97, 64, 0.125f}}) {
+    SCOPED_TRACE("T=" + std::to_string(c.T) + " dh=" + std::to_string(c.dh));
+    check_case(c, 1234, 1e-5, 1e-5);
+  }
+}
+
+TEST_P(FlashPath, RowsAreCausal) {
+  // Changing the last key and value must not change any output row but the last.
+  const int H = 1, T = 70, dh = 20;
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  auto q = randn(n, 5), k = randn(n, 6), v = randn(n, 7);
+  std::vector<float> z1(n), z2(n), lse1(T), lse2(T);
+  flash_attention_forward(q.data(), k.data(), v.data(), z1.data(), lse1.data(), H, T, dh, 0.3f);
+  for (int d = 0; d < dh; ++d) {
+    k[static_cast<size_t>(T - 1) * dh + d] += 5.0f;
+    v[static_cast<size_t>(T - 1) * dh + d] -= 3.0f;
+  }
+  flash_attention_forward(q.data(), k.data(), v.data(), z2.data(), lse2.data(), H, T, dh, 0.3f);
+  for (size_t i = 0; i < static_cast<size_t>(T - 1) * dh; ++i) ASSERT_EQ(z1[i], z2[i]) << i;
+  bool last_changed = false;
+  for (size_t i = static_cast<size_t>(T - 1) * dh; i < n; ++i) last_changed |= z1[i] != z2[i];
+  EXPECT_TRUE(last_changed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flash, FlashPath, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Avx512" : "Portable"; });
+
+TEST(Flash, RejectsBadSizes) {
+  float x = 0.0f;
+  EXPECT_THROW(flash_attention_forward(&x, &x, &x, &x, &x, 1, 0, 1, 1.0f), Error);
+  EXPECT_THROW(flash_attention_forward(&x, &x, &x, &x, &x, 0, 1, 1, 1.0f), Error);
+  EXPECT_THROW(flash_attention_backward(&x, &x, &x, &x, &x, &x, &x, &x, &x, 1, 1, 0, 1.0f), Error);
+}
+
+TEST(Flash, ExpIsAccurate) {
+  std::vector<float> x, y;
+  // Dense sweep over the range the kernels use (x = S - max <= 0, slightly > 0 from rounding).
+  const int n = 1 << 22;
+  for (int i = 0; i <= n; ++i) x.push_back(-87.3f + (87.3f + 1.0f) * static_cast<float>(i) / n);
+  // 10^5 consecutive floats either side of odd multiples of ln2 / 2 (the range reduction's seams).
+  for (float c : {-0.34657359f, 0.34657359f, -1.0397208f, -10.744781f, -50.6000443f})
+    for (float dir : {-1.0f, 1.0f}) {
+      float t = c;
+      for (int s = 0; s < 100000; ++s) x.push_back(t = std::nextafter(t, dir * 100.0f));
+    }
+  y.resize(x.size());
+  if (!flash_detail::vexp(x.data(), y.data(), static_cast<int>(x.size()))) GTEST_SKIP() << "CPU without AVX-512";
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double e = std::exp(static_cast<double>(x[i]));
+    const double rel = std::abs(y[i] - e) / e;
+    if (rel > worst) worst = rel, worst_x = x[i];
+  }
+  EXPECT_LT(worst, 2e-7) << "at x = " << worst_x;
+  // Edges: tails that would be denormal flush to 0, -inf -> 0, NaN propagates, 0 -> 1 exactly.
+  const float edge[5] = {-87.4f, -std::numeric_limits<float>::infinity(), std::nanf(""), 0.0f, -1000.0f};
+  float out[5];
+  ASSERT_TRUE(flash_detail::vexp(edge, out, 5));
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], 1.0f);
+  EXPECT_EQ(out[4], 0.0f);
+}
+
+// ---- the reference itself ----
+
+std::vector<double> randn64(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(FlashReference, BackwardMatchesCentralDifferences) {
+  const int H = 2, T = 4, dh = 3;
+  const double scale = 0.7;
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  std::vector<double> q = randn64(n, 11), k = randn64(n, 12), v = randn64(n, 13), g = randn64(n, 14);
+  // L = Σ g ∘ z, so dL/dz = g.
+  auto loss = [&]() {
+    std::vector<double> z(n), lse(static_cast<size_t>(H) * T);
+    flash_detail::reference_forward_f64(q.data(), k.data(), v.data(), z.data(), lse.data(), H, T, dh, scale);
+    double L = 0.0;
+    for (size_t i = 0; i < n; ++i) L += g[i] * z[i];
+    return L;
+  };
+  std::vector<double> dq(n), dk(n), dv(n);
+  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), g.data(), dq.data(), dk.data(), dv.data(),
+                                       nullptr, H, T, dh, scale);
+  const double eps = 1e-5;
+  int checked = 0;
+  for (auto [x, dx, name] : {std::tuple{&q, &dq, "dq"}, std::tuple{&k, &dk, "dk"}, std::tuple{&v, &dv, "dv"}})
+    for (size_t i = 0; i < n; ++i) {
+      const double x0 = (*x)[i];
+      (*x)[i] = x0 + eps;
+      const double Lp = loss();
+      (*x)[i] = x0 - eps;
+      const double Lm = loss();
+      (*x)[i] = x0;
+      const double fd = (Lp - Lm) / (2 * eps);
+      EXPECT_NEAR((*dx)[i], fd, 1e-8 * std::max(1.0, std::abs(fd))) << name << "[" << i << "]";
+      ++checked;
+    }
+  EXPECT_EQ(checked, 3 * static_cast<int>(n));
+  // dk of the last key of each head: only the last query sees it; its gradient must not be 0 by accident.
+  EXPECT_GT(std::abs(dk[static_cast<size_t>(T - 1) * dh]), 1e-6);
+}
+
+TEST(FlashReference, RowsOfDSSumToZero) {
+  const int H = 3, T = 9, dh = 5;
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  const auto q = randn64(n, 21), k = randn64(n, 22), v = randn64(n, 23), dz = randn64(n, 24);
+  std::vector<double> dq(n), dk(n), dv(n), dS(static_cast<size_t>(H) * T * T);
+  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), dz.data(), dq.data(), dk.data(), dv.data(),
+                                       dS.data(), H, T, dh, 0.5);
+  double max_abs = 0.0;
+  for (int r = 0; r < H * T; ++r) {
+    double s = 0.0;
+    for (int j = 0; j < T; ++j) s += dS[static_cast<size_t>(r) * T + j], max_abs = std::max(max_abs, std::abs(dS[static_cast<size_t>(r) * T + j]));
+    EXPECT_NEAR(s, 0.0, 1e-12) << "row " << r;
+  }
+  EXPECT_GT(max_abs, 1e-3);  // the rows are not trivially zero
+  // Causal: entries above the diagonal are exactly zero.
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i)
+      for (int j = i + 1; j < T; ++j) EXPECT_EQ(dS[(static_cast<size_t>(h) * T + i) * T + j], 0.0);
+}
+
+}  // namespace
+}  // namespace qkv
