@@ -1,2 +1,84 @@
+// qkv — GPT-2's query, key and value projections, computed exactly and turned into experiments.
 #include <cstdio>
-int main() { std::puts("qkv"); return 0; }
+#include <exception>
+#include <iostream>
+
+#include "cli.hpp"
+#include "qkv/error.hpp"
+
+namespace qkv::cli {
+
+std::vector<double> parse_numbers(const std::string& arg, const std::string& text, size_t expected) {
+  std::vector<double> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    double v = 0;
+    bool ok = !item.empty() && item.find_first_of(" \t") == std::string::npos;
+    if (ok) {
+      try {
+        v = std::stod(item, &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || used != item.size() || !std::isfinite(v))
+      usage_error(arg + ": '" + item + "' is not a finite number (in '" + text + "')");
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (expected && out.size() != expected)
+    usage_error(arg + ": expected " + std::to_string(expected) + " comma-separated numbers, found " +
+                std::to_string(out.size()) + " in '" + text + "'");
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& arg, const std::string& text) {
+  std::vector<int> out;
+  for (double v : parse_numbers(arg, text)) {
+    if (v != double(int64_t(v)) || v < -2147483648.0 || v > 2147483647.0)
+      usage_error(arg + ": '" + std::to_string(v) + "' is not an integer");
+    out.push_back(int(v));
+  }
+  return out;
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+}  // namespace qkv::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "qkv — GPT-2's query, key and value projections, computed exactly, and every claim about them as an "
+      "experiment you can run."};
+  app.name("qkv");
+  app.require_subcommand(1);
+  qkv::cli::register_example(app);
+  qkv::cli::register_gradcheck(app);
+  qkv::cli::register_saturate(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "qkv: error: %s\nRun 'qkv --help' for usage.\n", e.what());
+    return 2;
+  } catch (const qkv::Error& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "qkv: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

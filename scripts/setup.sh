@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what qkv needs from Debian 12's packages (only the missing ones) and builds it into build/.
+# Usage: bash scripts/setup.sh            (Release build, portable: no -march=native)
+# Environment: QKV_BUILD_DIR (default build), QKV_CMAKE_ARGS (extra cmake arguments).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config git
+          libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
+          libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "qkv setup: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${QKV_BUILD_DIR:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${QKV_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j "$(nproc)"
+echo "qkv setup: built $build/qkv" >&2
