@@ -51,13 +51,14 @@ struct AttentionCache {
   std::vector<T> z;         // [H, T, dh] A·v
   std::vector<T> z_merged;  // [T, d]
   std::vector<T> attn_out;  // [T, d] c_proj(z_merged) incl. its bias
-  // backward workspace
+  // backward workspace, allocated by the first backward (inference never pays for it)
   std::vector<T> d_attn_out, dz, dA, dS, dq, dk, dv, dqkv, du;
 
   void resize(const AttentionShape& s);
+  void resize_backward(const AttentionShape& s);
 };
 
-// out [T, d] = x + attn_out. out may alias x.
+// out [T, d] = x + attn_out. out may alias x (the backward then cannot run: it reads x).
 template <class T>
 void attention_sublayer_forward(T* out, const T* x, const AttentionParams<T>& p, const AttentionShape& s,
                                 AttentionCache<T>& c);

@@ -19,11 +19,19 @@ void AttentionShape::validate() const {
 template <class T>
 void AttentionCache<T>::resize(const AttentionShape& s) {
   const size_t Td = size_t(s.T) * s.d, TT = size_t(s.H) * s.T * s.T;
-  for (auto* b : {&u, &z_merged, &attn_out, &d_attn_out, &du}) b->assign(Td, T(0));
-  for (auto* b : {&mean, &rstd}) b->assign(size_t(s.T), T(0));
-  for (auto* b : {&qkv, &dqkv}) b->assign(3 * Td, T(0));
-  for (auto* b : {&q, &k, &v, &z, &dz, &dq, &dk, &dv}) b->assign(Td, T(0));
-  for (auto* b : {&S, &A, &dA, &dS}) b->assign(TT, T(0));
+  for (auto* b : {&u, &z_merged, &attn_out}) b->resize(Td);
+  for (auto* b : {&mean, &rstd}) b->resize(size_t(s.T));
+  qkv.resize(3 * Td);
+  for (auto* b : {&q, &k, &v, &z}) b->resize(Td);
+  for (auto* b : {&S, &A}) b->resize(TT);
+}
+
+template <class T>
+void AttentionCache<T>::resize_backward(const AttentionShape& s) {
+  const size_t Td = size_t(s.T) * s.d, TT = size_t(s.H) * s.T * s.T;
+  for (auto* b : {&d_attn_out, &du, &dz, &dq, &dk, &dv}) b->resize(Td);
+  dqkv.resize(3 * Td);
+  for (auto* b : {&dA, &dS}) b->resize(TT);
 }
 
 namespace {
@@ -69,6 +77,7 @@ void attention_sublayer_backward(T* dx, AttentionGrads<T>& g, const T* dout, con
                                  const AttentionShape& s, AttentionCache<T>& c) {
   const int T_ = s.T, d = s.d, H = s.H, dh = s.dh();
   const T scale = T(1) / std::sqrt(T(dh));
+  c.resize_backward(s);
   // out = x + attn_out
   for (size_t i = 0; i < size_t(T_) * d; i++) dx[i] += dout[i];
   // attn_out = z_merged·W_O + b_O

@@ -10,6 +10,7 @@
 #include "qkv/error.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/gradcheck.hpp"
+#include "qkv/mlp.hpp"
 #include "qkv/ops.hpp"
 
 namespace qkv {
@@ -307,6 +308,42 @@ TEST(Sublayer, FastMatchesReferenceAndTraceIsConsistent) {
 TEST(Sublayer, RejectsHeadsThatDoNotDivideWidth) {
   AttentionShape s{2, 6, 4};
   EXPECT_THROW(s.validate(), Error);
+}
+
+}  // namespace
+}  // namespace qkv
+
+namespace qkv {
+namespace {
+
+TEST(Gradcheck, MlpSublayer) {
+  for (auto [T, d, inner] : {std::tuple{1, 3, 5}, {4, 6, 24}, {3, 5, 7}}) {
+    auto x = randn<double>(size_t(T) * d, 80), ln_w = randn<double>(d, 81, 0.3), ln_b = randn<double>(d, 82);
+    for (auto& w : ln_w) w += 1;
+    auto W_fc = randn<double>(size_t(d) * inner, 83), b_fc = randn<double>(inner, 84);
+    auto W_proj = randn<double>(size_t(inner) * d, 85), b_proj = randn<double>(d, 86);
+    auto dout = randn<double>(x.size(), 87);
+    MlpParams<double> p{ln_w.data(), ln_b.data(), W_fc.data(), b_fc.data(), W_proj.data(), b_proj.data()};
+    MlpShape s{T, d, inner, 1e-5};
+    MlpCache<double> c;
+    std::vector<double> out(x.size());
+    auto loss = [&] {
+      mlp_sublayer_forward(out.data(), x.data(), p, s, c);
+      return dot(dout, out);
+    };
+    loss();
+    std::vector<double> dx(x.size()), dln_w(d), dln_b(d), dW_fc(W_fc.size()), db_fc(inner), dW_proj(W_proj.size()),
+        db_proj(d);
+    MlpGrads<double> g{dln_w.data(), dln_b.data(), dW_fc.data(), db_fc.data(), dW_proj.data(), db_proj.data()};
+    mlp_sublayer_backward(dx.data(), g, dout.data(), x.data(), p, s, c);
+    EXPECT_LT(max_abs_diff(dx, central_difference(loss, x)), kGradTol);
+    EXPECT_LT(max_abs_diff(dln_w, central_difference(loss, ln_w)), kGradTol);
+    EXPECT_LT(max_abs_diff(dln_b, central_difference(loss, ln_b)), kGradTol);
+    EXPECT_LT(max_abs_diff(dW_fc, central_difference(loss, W_fc)), kGradTol);
+    EXPECT_LT(max_abs_diff(db_fc, central_difference(loss, b_fc)), kGradTol);
+    EXPECT_LT(max_abs_diff(dW_proj, central_difference(loss, W_proj)), kGradTol);
+    EXPECT_LT(max_abs_diff(db_proj, central_difference(loss, b_proj)), kGradTol);
+  }
 }
 
 }  // namespace
