@@ -31,7 +31,8 @@ using std::size_t;
 
 constexpr int kBr = 48;        // queries per block: 3 vectors of 16 lanes
 constexpr int kQV = kBr / 16;  // vectors per query block
-constexpr int kBcF = 96;       // keys per tile in the forward
+constexpr int kBrF = 144;       // queries per block in the forward: a multiple of kBr
+constexpr int kBcF = 48;       // keys per tile in the forward
 constexpr int kBcB = 48;       // keys per block in the backward (a multiple of 24: see rows_for)
 
 // A 64-byte aligned float buffer.
@@ -143,21 +144,21 @@ QKV_AVX512 void lanes_rows(const float* A, size_t lda, const float* B, size_t ld
   }
 }
 
-// Oᵀ[d][lanes] = alpha · Oᵀ[d][lanes] + Σ_{j<K} V[j*ldv + d] Pᵀ[j][lanes], for d < dh.
-QKV_AVX512 void lanes_cols_scaleadd(const float* V, size_t ldv, const float* P, float* O, int K, int dh,
+// Oᵀ[d][48 lanes] = alpha · Oᵀ[d][lanes] + Σ_{j<K} V[j*ldv + d] Pᵀ[j][lanes], for d < dh; Pᵀ, Oᵀ rows ld apart.
+QKV_AVX512 void lanes_cols_scaleadd(const float* V, size_t ldv, const float* P, float* O, size_t ld, int K, int dh,
                                     const float* alpha) {
   int r = 0;
-  for (; r + 8 <= dh; r += 8) mk_cols<8, kQV, kScaleAdd>(V + r, ldv, P, kBr, O + r * kBr, kBr, K, alpha);
+  for (; r + 8 <= dh; r += 8) mk_cols<8, kQV, kScaleAdd>(V + r, ldv, P, ld, O + r * ld, ld, K, alpha);
   const float* a = V + r;
-  float* o = O + static_cast<size_t>(r) * kBr;
+  float* o = O + r * ld;
   switch (dh - r) {
-    case 7: mk_cols<7, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 6: mk_cols<6, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 5: mk_cols<5, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 4: mk_cols<4, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 3: mk_cols<3, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 2: mk_cols<2, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
-    case 1: mk_cols<1, kQV, kScaleAdd>(a, ldv, P, kBr, o, kBr, K, alpha); break;
+    case 7: mk_cols<7, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 6: mk_cols<6, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 5: mk_cols<5, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 4: mk_cols<4, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 3: mk_cols<3, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 2: mk_cols<2, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
+    case 1: mk_cols<1, kQV, kScaleAdd>(a, ldv, P, ld, o, ld, K, alpha); break;
     default: break;
   }
 }
@@ -218,74 +219,77 @@ QKV_AVX512 bool vexp_avx512(const float* x, float* y, int n) {
 bool vexp(const float* x, float* y, int n) { return avx512_available() && vexp_avx512(x, y, n); }
 
 // ---------------------------------------------------------------------------------------------------
-// Forward. Work item = (head, query block of kBr rows); long blocks first, dynamic schedule.
+// Forward. Work item = (head, query block of kBrF rows); long blocks first, dynamic schedule.
 //   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
 //   l = alpha l + Σ_j Pᵀ;  Oᵀ = alpha Oᵀ + Vᵀ Pᵀ;   finally z = Oᵀᵀ / l,  lse = m + log l
+// The products run on 48-lane chunks of the block, so a K/V tile is reused by kBrF/48 chunks.
 QKV_AVX512 void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H,
                                int T, int dh, float scale) {
-  const int nqb = (T + kBr - 1) / kBr;
+  constexpr int NV = kBrF / 16;
+  const int nqb = (T + kBrF - 1) / kBrF;
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
   {
-    Buf Qt(static_cast<size_t>(dh) * kBr), Ot(static_cast<size_t>(dh) * kBr), S(static_cast<size_t>(kBcF) * kBr);
-    alignas(64) float m[kBr], l[kBr], alpha[kBr];
+    Buf Qt(static_cast<size_t>(dh) * kBrF), Ot(static_cast<size_t>(dh) * kBrF), S(static_cast<size_t>(kBcF) * kBrF);
+    alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
 #pragma omp for schedule(dynamic, 1)
     for (long w = 0; w < items; ++w) {
       const int h = static_cast<int>(w % H), qb = nqb - 1 - static_cast<int>(w / H);
-      const int i0 = qb * kBr, nq = std::min(kBr, T - i0), kend = i0 + nq;
+      const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
+      const int nch = (nq + kBr - 1) / kBr, nv = nch * kQV;  // 48-lane chunks / vectors with real queries
       const size_t base = static_cast<size_t>(h) * T * dh;
       const float *qh = q + base, *kh = k + base, *vh = v + base;
       // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
-      for (int r = 0; r < kBr; ++r)
+      for (int r = 0; r < kBrF; ++r)
         for (int d = 0; d < dh; ++d)
-          Qt.p[static_cast<size_t>(d) * kBr + r] = r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
-      std::memset(Ot.p, 0, sizeof(float) * dh * kBr);
-      for (int u = 0; u < kQV; ++u) {
+          Qt.p[static_cast<size_t>(d) * kBrF + r] = r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
+      std::memset(Ot.p, 0, sizeof(float) * dh * kBrF);
+      for (int u = 0; u < NV; ++u) {
         _mm512_store_ps(m + 16 * u, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
         _mm512_store_ps(l + 16 * u, _mm512_setzero_ps());
       }
       for (int j0 = 0; j0 < kend; j0 += kBcF) {
         const int nk = std::min(kBcF, kend - j0);
-        lanes_rows<kStore>(kh + static_cast<size_t>(j0) * dh, dh, Qt.p, kBr, S.p, kBr, dh, nk);
-        __m512 mx[kQV], idx[kQV];
-        for (int u = 0; u < kQV; ++u) {
-          mx[u] = _mm512_load_ps(m + 16 * u);
-          idx[u] = lane_index(u);
-        }
+        for (int c = 0; c < nch; ++c)  // chunk c only sees keys < i0 + 48(c+1)
+          lanes_rows<kStore>(kh + static_cast<size_t>(j0) * dh, dh, Qt.p + kBr * c, kBrF, S.p + kBr * c, kBrF, dh,
+                             std::min(nk, i0 + kBr * (c + 1) - j0));
         const bool diag = j0 + nk - 1 > i0;  // some key of the tile is after some query of the block
+        __m512 mx[NV], sum[NV];
+        for (int u = 0; u < nv; ++u) mx[u] = _mm512_load_ps(m + 16 * u);
         for (int j = 0; j < nk; ++j) {
-          float* s = S.p + static_cast<size_t>(j) * kBr;
-          if (diag && j0 + j > i0) {  // mask lanes i0 + lane < j0 + j
-            const __m512 lim = _mm512_set1_ps(static_cast<float>(j0 + j - i0));
-            for (int u = 0; u < kQV; ++u) {
-              const __mmask16 mk = _mm512_cmp_ps_mask(idx[u], lim, _CMP_LT_OQ);
-              _mm512_store_ps(s + 16 * u, _mm512_mask_blend_ps(mk, _mm512_load_ps(s + 16 * u),
-                                                               _mm512_set1_ps(-std::numeric_limits<float>::infinity())));
+          float* s = S.p + static_cast<size_t>(j) * kBrF;
+          if (diag && j0 + j > i0) {  // mask lanes i0 + lane < j0 + j (rows past a chunk's end included)
+            const int lim = j0 + j - i0;
+            for (int u = 0; u < nv; ++u) {
+              const __mmask16 mk = _mm512_cmp_ps_mask(lane_index(u), _mm512_set1_ps(static_cast<float>(lim)), _CMP_LT_OQ);
+              const __m512 cur = 16 * u + 16 <= lim ? _mm512_setzero_ps() : _mm512_load_ps(s + 16 * u);
+              _mm512_store_ps(s + 16 * u, _mm512_mask_blend_ps(mk, cur, _mm512_set1_ps(-std::numeric_limits<float>::infinity())));
             }
           }
-          for (int u = 0; u < kQV; ++u) mx[u] = _mm512_maskz_max_ps(0xFFFF, mx[u], _mm512_load_ps(s + 16 * u));
+          for (int u = 0; u < nv; ++u) mx[u] = _mm512_maskz_max_ps(0xFFFF, mx[u], _mm512_load_ps(s + 16 * u));
         }
-        __m512 sum[kQV];
-        for (int u = 0; u < kQV; ++u) {
+        for (int u = 0; u < nv; ++u) {
           const __m512 a = exp512(_mm512_sub_ps(_mm512_load_ps(m + 16 * u), mx[u]));
           _mm512_store_ps(alpha + 16 * u, a);
           _mm512_store_ps(m + 16 * u, mx[u]);
           sum[u] = _mm512_mul_ps(_mm512_load_ps(l + 16 * u), a);
         }
         for (int j = 0; j < nk; ++j) {
-          float* s = S.p + static_cast<size_t>(j) * kBr;
-          for (int u = 0; u < kQV; ++u) {
+          float* s = S.p + static_cast<size_t>(j) * kBrF;
+          for (int u = 0; u < nv; ++u) {
             const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s + 16 * u), mx[u]));
             _mm512_store_ps(s + 16 * u, p);
             sum[u] = _mm512_add_ps(sum[u], p);
           }
         }
-        for (int u = 0; u < kQV; ++u) _mm512_store_ps(l + 16 * u, sum[u]);
-        lanes_cols_scaleadd(vh + static_cast<size_t>(j0) * dh, dh, S.p, Ot.p, nk, dh, alpha);
+        for (int u = 0; u < nv; ++u) _mm512_store_ps(l + 16 * u, sum[u]);
+        for (int c = 0; c < nch; ++c)
+          lanes_cols_scaleadd(vh + static_cast<size_t>(j0) * dh, dh, S.p + kBr * c, Ot.p + kBr * c, kBrF,
+                              std::min(nk, i0 + kBr * (c + 1) - j0), dh, alpha + kBr * c);
       }
       for (int r = 0; r < nq; ++r) {
         float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
-        for (int d = 0; d < dh; ++d) zr[d] = Ot.p[static_cast<size_t>(d) * kBr + r] / l[r];
+        for (int d = 0; d < dh; ++d) zr[d] = Ot.p[static_cast<size_t>(d) * kBrF + r] / l[r];
         lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
       }
     }
@@ -293,104 +297,158 @@ QKV_AVX512 void forward_avx512(const float* q, const float* k, const float* v, f
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Backward, one head at a time with all threads:
-//  1. pack (parallel over query blocks): scale·Qᵀ and dzᵀ per block [dh][kBr]; scale·q, dz, K, V as
-//     [Tp][dhp] zero-padded rows; lse (+inf past T, so P = 0 there) and D_i = dz_i·z_i.
-//  2. parallel over key blocks (dynamic, longest first): for each query block at or below the diagonal
+// Backward. Per head:
+//  1. pack: scale·Qᵀ and dzᵀ per query block [dh][kBr]; scale·q, dz, K, V as [Tp][dhp] zero-padded
+//     rows; lse (+inf past T, so P = 0 there) and D_i = dz_i·z_i.
+//  2. for each key block, for each query block at or below the diagonal:
 //       Sᵀ = K Qᵀ, dPᵀ = V dzᵀ, Pᵀ = exp(Sᵀ - lse) (masked), dSᵀ = Pᵀ ∘ (dPᵀ - D)
-//       dV += Pᵀ dz, dK += dSᵀ (scale q) into block-local buffers; dQ_thread += dS K (per-thread [Tp][dhp]).
-//  3. dq = scale · Σ_threads dQ_thread (parallel over rows).
-// Extra memory: 6·Tp·dhp shared + Tp·dhp per thread + small tiles.
+//       dV += Pᵀ dz, dK += dSᵀ (scale q) into block-local buffers; dQ += dS K into a [Tp][dhp] buffer.
+//  3. dq = scale · dQ.
+// Heads are dealt out whole to threads (no synchronisation); the H mod threads heads left over are
+// shared: key blocks split between threads with a dQ buffer each, summed at the end.
+// Extra memory per thread: 6·Tp·dhp (packs) + Tp·dhp (dQ) + small tiles.
+
+struct BwdShape {
+  int T, dh, nqb, nkb, Tp, dhp;
+  size_t blk, pad;
+  explicit BwdShape(int T_, int dh_)
+      : T(T_), dh(dh_), nqb((T_ + kBr - 1) / kBr), nkb((T_ + kBcB - 1) / kBcB), Tp(nqb * kBr),
+        dhp((dh_ + 15) / 16 * 16), blk(static_cast<size_t>(dh_) * kBr), pad(static_cast<size_t>(Tp) * dhp) {}
+};
+
+struct BwdPack {
+  Buf Qt, dzT, qs, dzp, kp, vp, lsep, Dp;
+  explicit BwdPack(const BwdShape& s)
+      : Qt(s.nqb * s.blk), dzT(s.nqb * s.blk), qs(s.pad), dzp(s.pad), kp(s.pad), vp(s.pad), lsep(s.Tp), Dp(s.Tp) {}
+};
+
+struct BwdTiles {
+  Buf dKl, dVl, P, dS;
+  explicit BwdTiles(const BwdShape& s)
+      : dKl(static_cast<size_t>(kBcB) * s.dhp), dVl(static_cast<size_t>(kBcB) * s.dhp),
+        P(static_cast<size_t>(kBcB) * kBr), dS(static_cast<size_t>(kBcB) * kBr) {}
+};
+
+// Packs query block qb of one head (pointers already offset to the head).
+QKV_AVX512 void bwd_pack_block(const BwdShape& sh, const BwdPack& pk, int qb, const float* q, const float* k,
+                               const float* v, const float* z, const float* lse, const float* dz, float scale) {
+  const int dh = sh.dh, dhp = sh.dhp;
+  for (int r = 0; r < kBr; ++r) {
+    const int i = qb * kBr + r;
+    const bool in = i < sh.T;
+    const size_t src = static_cast<size_t>(i) * dh, dst = static_cast<size_t>(i) * dhp;
+    float D = 0.0f;
+    for (int d = 0; d < dhp; ++d) {
+      const bool ok = in && d < dh;
+      const float qv = ok ? scale * q[src + d] : 0.0f, dzv = ok ? dz[src + d] : 0.0f;
+      pk.qs.p[dst + d] = qv;
+      pk.dzp.p[dst + d] = dzv;
+      pk.kp.p[dst + d] = ok ? k[src + d] : 0.0f;
+      pk.vp.p[dst + d] = ok ? v[src + d] : 0.0f;
+      if (d < dh) {
+        pk.Qt.p[qb * sh.blk + static_cast<size_t>(d) * kBr + r] = qv;
+        pk.dzT.p[qb * sh.blk + static_cast<size_t>(d) * kBr + r] = dzv;
+      }
+      if (ok) D += dzv * z[src + d];
+    }
+    pk.lsep.p[i] = in ? lse[i] : std::numeric_limits<float>::infinity();
+    pk.Dp.p[i] = D;
+  }
+}
+
+// Key block kb of one head: accumulates into dQ [Tp][dhp], writes dk, dv rows (offset to the head).
+QKV_AVX512 void bwd_key_block(const BwdShape& sh, const BwdPack& pk, const BwdTiles& tl, int kb, float* dQ,
+                              float* dk, float* dv) {
+  static_assert(kBcB == kBr && kBr % 24 == 0, "square blocks, rows a multiple of every micro-kernel height");
+  const int dh = sh.dh, dhp = sh.dhp;
+  const int j0 = kb * kBcB, nk = std::min(kBcB, sh.T - j0);
+  float *P = tl.P.p, *dS = tl.dS.p;
+  std::memset(tl.dKl.p, 0, sizeof(float) * kBcB * dhp);
+  std::memset(tl.dVl.p, 0, sizeof(float) * kBcB * dhp);
+  const float *kblk = pk.kp.p + static_cast<size_t>(j0) * dhp, *vblk = pk.vp.p + static_cast<size_t>(j0) * dhp;
+  for (int qb = j0 / kBr; qb < sh.nqb; ++qb) {
+    const int i0 = qb * kBr;
+    lanes_rows<kStore>(kblk, dhp, pk.Qt.p + qb * sh.blk, kBr, P, kBr, dh, kBcB);    // Sᵀ
+    lanes_rows<kStore>(vblk, dhp, pk.dzT.p + qb * sh.blk, kBr, dS, kBr, dh, kBcB);  // dPᵀ
+    __m512 L[kQV], Dv[kQV], idx[kQV];
+    for (int u = 0; u < kQV; ++u) {
+      L[u] = _mm512_loadu_ps(pk.lsep.p + i0 + 16 * u);
+      Dv[u] = _mm512_loadu_ps(pk.Dp.p + i0 + 16 * u);
+      idx[u] = lane_index(u);
+    }
+    for (int j = 0; j < kBcB; ++j) {
+      float *p = P + static_cast<size_t>(j) * kBr, *ds = dS + static_cast<size_t>(j) * kBr;
+      const __m512 lim = _mm512_set1_ps(static_cast<float>(j0 + j - i0));
+      for (int u = 0; u < kQV; ++u) {
+        // valid iff key j0+j < T and j0+j <= i0+lane
+        const __mmask16 ok = j < nk ? _mm512_cmp_ps_mask(idx[u], lim, _CMP_GE_OQ) : __mmask16(0);
+        const __m512 pv = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(_mm512_load_ps(p + 16 * u), L[u])));
+        _mm512_store_ps(p + 16 * u, pv);
+        _mm512_store_ps(ds + 16 * u, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_load_ps(ds + 16 * u), Dv[u])));
+      }
+    }
+    d_lanes_add<true>(P, kBr, pk.dzp.p + static_cast<size_t>(i0) * dhp, dhp, tl.dVl.p, dhp, kBr, kBcB, dhp);
+    d_lanes_add<true>(dS, kBr, pk.qs.p + static_cast<size_t>(i0) * dhp, dhp, tl.dKl.p, dhp, kBr, kBcB, dhp);
+    d_lanes_add<false>(dS, kBr, kblk, dhp, dQ + static_cast<size_t>(i0) * dhp, dhp, nk, kBr, dhp);
+  }
+  for (int j = 0; j < nk; ++j) {
+    const size_t dst = static_cast<size_t>(j0 + j) * dh;
+    std::memcpy(dk + dst, tl.dKl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
+    std::memcpy(dv + dst, tl.dVl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
+  }
+}
+
 QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
                                 const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh,
                                 float scale) {
-  static_assert(kBcB == kBr && kBr % 24 == 0, "square blocks, rows a multiple of every micro-kernel height");
-  const int nqb = (T + kBr - 1) / kBr, nkb = (T + kBcB - 1) / kBcB;
-  const int Tp = nqb * kBr, dhp = (dh + 15) / 16 * 16;
-  const size_t blk = static_cast<size_t>(dh) * kBr, pad = static_cast<size_t>(Tp) * dhp;
-  Buf Qt(nqb * blk), dzT(nqb * blk), qs(pad), dzp(pad), kp(pad), vp(pad), lsep(Tp), Dp(Tp);
-  const int nthreads = omp_get_max_threads();
-  std::vector<float*> dQ_all(nthreads, nullptr);
-#pragma omp parallel num_threads(nthreads)
+  const BwdShape sh(T, dh);
+  const size_t hs = static_cast<size_t>(T) * dh;  // one head's [T, dh]
+  std::vector<float*> dQ_all(omp_get_max_threads(), nullptr);
+  BwdPack* shared = nullptr;
+#pragma omp parallel
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    Buf dQ(pad), dKl(static_cast<size_t>(kBcB) * dhp), dVl(static_cast<size_t>(kBcB) * dhp);
-    Buf P(static_cast<size_t>(kBcB) * kBr), dS(static_cast<size_t>(kBcB) * kBr);
+    const int solo = H / nt * nt;  // heads [0, solo) go whole to threads
+    Buf dQ(sh.pad);
+    BwdTiles tl(sh);
     dQ_all[tid] = dQ.p;
-    for (int h = 0; h < H; ++h) {
-      const size_t base = static_cast<size_t>(h) * T * dh;
-      std::memset(dQ.p, 0, sizeof(float) * pad);
-#pragma omp for schedule(static)
-      for (int qb = 0; qb < nqb; ++qb) {
-        for (int r = 0; r < kBr; ++r) {
-          const int i = qb * kBr + r;
-          const bool in = i < T;
-          const size_t src = base + static_cast<size_t>(i) * dh, dst = static_cast<size_t>(i) * dhp;
-          float D = 0.0f;
-          for (int d = 0; d < dhp; ++d) {
-            const bool ok = in && d < dh;
-            const float qv = ok ? scale * q[src + d] : 0.0f, dzv = ok ? dz[src + d] : 0.0f;
-            qs.p[dst + d] = qv;
-            dzp.p[dst + d] = dzv;
-            kp.p[dst + d] = ok ? k[src + d] : 0.0f;
-            vp.p[dst + d] = ok ? v[src + d] : 0.0f;
-            if (d < dh) {
-              Qt.p[qb * blk + static_cast<size_t>(d) * kBr + r] = qv;
-              dzT.p[qb * blk + static_cast<size_t>(d) * kBr + r] = dzv;
-            }
-            if (ok) D += dzv * z[src + d];
-          }
-          lsep.p[i] = in ? lse[static_cast<size_t>(h) * T + i] : std::numeric_limits<float>::infinity();
-          Dp.p[i] = D;
-        }
+    if (solo > 0) {
+      BwdPack own(sh);
+      for (int h = tid; h < solo; h += nt) {
+        const size_t base = h * hs;
+        for (int qb = 0; qb < sh.nqb; ++qb)
+          bwd_pack_block(sh, own, qb, q + base, k + base, v + base, z + base, lse + static_cast<size_t>(h) * T,
+                         dz + base, scale);
+        std::memset(dQ.p, 0, sizeof(float) * sh.pad);
+        for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, own, tl, kb, dQ.p, dk + base, dv + base);
+        for (int i = 0; i < T; ++i)
+          for (int d = 0; d < dh; ++d) dq[base + static_cast<size_t>(i) * dh + d] = scale * dQ.p[static_cast<size_t>(i) * sh.dhp + d];
       }
+    }
+    if (solo < H) {
+#pragma omp single
+      shared = new BwdPack(sh);
+      // implicit barrier: everyone sees `shared` and dQ_all
+      for (int h = solo; h < H; ++h) {
+        const size_t base = h * hs;
+        std::memset(dQ.p, 0, sizeof(float) * sh.pad);
+#pragma omp for schedule(static)
+        for (int qb = 0; qb < sh.nqb; ++qb)
+          bwd_pack_block(sh, *shared, qb, q + base, k + base, v + base, z + base, lse + static_cast<size_t>(h) * T,
+                         dz + base, scale);
 #pragma omp for schedule(dynamic, 1)
-      for (int kb = 0; kb < nkb; ++kb) {
-        const int j0 = kb * kBcB, nk = std::min(kBcB, T - j0);
-        std::memset(dKl.p, 0, sizeof(float) * kBcB * dhp);
-        std::memset(dVl.p, 0, sizeof(float) * kBcB * dhp);
-        const float *kblk = kp.p + static_cast<size_t>(j0) * dhp, *vblk = vp.p + static_cast<size_t>(j0) * dhp;
-        for (int qb = j0 / kBr; qb < nqb; ++qb) {
-          const int i0 = qb * kBr;
-          lanes_rows<kStore>(kblk, dhp, Qt.p + qb * blk, kBr, P.p, kBr, dh, kBcB);   // Sᵀ
-          lanes_rows<kStore>(vblk, dhp, dzT.p + qb * blk, kBr, dS.p, kBr, dh, kBcB);  // dPᵀ
-          __m512 L[kQV], Dv[kQV], idx[kQV];
-          for (int u = 0; u < kQV; ++u) {
-            L[u] = _mm512_loadu_ps(lsep.p + i0 + 16 * u);
-            Dv[u] = _mm512_loadu_ps(Dp.p + i0 + 16 * u);
-            idx[u] = lane_index(u);
-          }
-          for (int j = 0; j < kBcB; ++j) {
-            float *p = P.p + static_cast<size_t>(j) * kBr, *ds = dS.p + static_cast<size_t>(j) * kBr;
-            const __m512 lim = _mm512_set1_ps(static_cast<float>(j0 + j - i0));
-            for (int u = 0; u < kQV; ++u) {
-              // valid iff key j0+j < T and j0+j <= i0+lane
-              const __mmask16 ok = j < nk ? _mm512_cmp_ps_mask(idx[u], lim, _CMP_GE_OQ) : __mmask16(0);
-              const __m512 pv = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(_mm512_load_ps(p + 16 * u), L[u])));
-              _mm512_store_ps(p + 16 * u, pv);
-              _mm512_store_ps(ds + 16 * u, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_load_ps(ds + 16 * u), Dv[u])));
-            }
-          }
-          d_lanes_add<true>(P.p, kBr, dzp.p + static_cast<size_t>(i0) * dhp, dhp, dVl.p, dhp, kBr, kBcB, dhp);
-          d_lanes_add<true>(dS.p, kBr, qs.p + static_cast<size_t>(i0) * dhp, dhp, dKl.p, dhp, kBr, kBcB, dhp);
-          d_lanes_add<false>(dS.p, kBr, kblk, dhp, dQ.p + static_cast<size_t>(i0) * dhp, dhp, nk, kBr, dhp);
-        }
-        for (int j = 0; j < nk; ++j) {
-          const size_t dst = base + static_cast<size_t>(j0 + j) * dh;
-          std::memcpy(dk + dst, dKl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
-          std::memcpy(dv + dst, dVl.p + static_cast<size_t>(j) * dhp, sizeof(float) * dh);
-        }
-      }
+        for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, *shared, tl, kb, dQ.p, dk + base, dv + base);
 #pragma omp for schedule(static)
-      for (int i = 0; i < T; ++i) {
-        for (int d = 0; d < dh; ++d) {
-          float s = 0.0f;
-          for (int t = 0; t < nt; ++t) s += dQ_all[t][static_cast<size_t>(i) * dhp + d];
-          dq[base + static_cast<size_t>(i) * dh + d] = scale * s;
-        }
+        for (int i = 0; i < T; ++i)
+          for (int d = 0; d < dh; ++d) {
+            float s = 0.0f;
+            for (int t = 0; t < nt; ++t) s += dQ_all[t][static_cast<size_t>(i) * sh.dhp + d];
+            dq[base + static_cast<size_t>(i) * dh + d] = scale * s;
+          }
       }
     }
   }
+  delete shared;
 }
 
 }  // namespace qkv::flash_detail
