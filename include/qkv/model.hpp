@@ -58,6 +58,10 @@ class GPT2 {
   MlpShape mlp_shape(int T) const { return {T, config.n_embd, config.mlp_dim(), config.layer_norm_epsilon}; }
 };
 
+// GPT-2's initialisation: N(0, 0.02) matrices and embeddings, residual projections (attn.c_proj,
+// mlp.c_proj) scaled by 1/√(2·n_layer), LayerNorm weights 1, biases 0. Deterministic for a seed.
+void init_gpt2(GPT2& model, uint64_t seed);
+
 // Loads a checkpoint: a Hugging Face directory (config.json + model.safetensors), a .safetensors file
 // written by qkv (config in __metadata__["config"], or a config.json beside it), or an llm.c .bin.
 // Every inconsistency is a qkv::Error naming the file and tensor; NaN/Inf weights are rejected.

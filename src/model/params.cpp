@@ -1,3 +1,5 @@
+#include <cmath>
+#include <random>
 #include <string>
 
 #include "qkv/error.hpp"
@@ -81,6 +83,24 @@ AttentionParams<float> GPT2::attention(int l, const float* b) const {
 MlpParams<float> GPT2::mlp(int l, const float* b) const {
   const LayerOffsets& o = layers.at(size_t(l));
   return {b + o.ln2_w, b + o.ln2_b, b + o.W_fc, b + o.b_fc, b + o.W_proj, b + o.b_proj};
+}
+
+void init_gpt2(GPT2& m, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const double proj_std = 0.02 / std::sqrt(2.0 * m.config.n_layer);
+  for (const ParamSpec& s : m.table) {
+    float* p = m.params.data() + s.offset;
+    const bool is_ln_weight = s.name.find("ln_") != std::string::npos && s.name.ends_with(".weight");
+    if (is_ln_weight) {
+      std::fill(p, p + s.numel, 1.0f);
+    } else if (s.shape.size() == 1) {
+      std::fill(p, p + s.numel, 0.0f);
+    } else {
+      const bool residual = s.name.ends_with("c_proj.weight");
+      std::normal_distribution<double> dist(0.0, residual ? proj_std : 0.02);
+      for (int64_t i = 0; i < s.numel; i++) p[i] = static_cast<float>(dist(rng));
+    }
+  }
 }
 
 AttentionGrads<float> GPT2::attention_grads(int l, float* b) const {

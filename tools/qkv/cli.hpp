@@ -19,5 +19,7 @@ void print_json(const nlohmann::json& j);  // pretty, to stdout, with a trailing
 void register_example(CLI::App& app);
 void register_gradcheck(CLI::App& app);
 void register_saturate(CLI::App& app);
+void register_model_commands(CLI::App& app);  // info, tokenize, run, dump
+void register_init(CLI::App& app);
 
 }  // namespace qkv::cli

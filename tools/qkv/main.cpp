@@ -1,4 +1,5 @@
 // qkv — GPT-2's query, key and value projections, computed exactly and turned into experiments.
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   qkv::cli::register_example(app);
   qkv::cli::register_gradcheck(app);
   qkv::cli::register_saturate(app);
+  qkv::cli::register_model_commands(app);
+  qkv::cli::register_init(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

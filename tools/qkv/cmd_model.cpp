@@ -1,0 +1,256 @@
+// qkv info | tokenize | run | dump — a checkpoint, its tokenizer, its next-token distribution and
+// every activation the model computes.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli.hpp"
+#include "model_input.hpp"
+#include "qkv/error.hpp"
+#include "qkv/io/config_json.hpp"
+#include "qkv/io/npy.hpp"
+#include "qkv/model_files.hpp"
+#include "qkv/report/table.hpp"
+
+namespace fs = std::filesystem;
+
+namespace qkv::cli {
+namespace {
+
+void run_info(const ModelArgs& a, bool json) {
+  const LoadedModel m = load_model_arg(a);
+  const GPT2Config& c = m.model.config;
+  if (json) {
+    nlohmann::json t = nlohmann::json::array();
+    for (const auto& s : m.model.table) t.push_back({{"name", s.name}, {"shape", s.shape}, {"numel", s.numel}});
+    print_json({{"source", m.model.source},
+                {"parameters", m.model.num_parameters()},
+                {"config",
+                 {{"vocab_size", c.vocab_size},
+                  {"n_positions", c.n_positions},
+                  {"n_embd", c.n_embd},
+                  {"n_layer", c.n_layer},
+                  {"n_head", c.n_head},
+                  {"head_dim", c.head_dim()},
+                  {"mlp_dim", c.attn_only ? 0 : c.mlp_dim()},
+                  {"layer_norm_epsilon", c.layer_norm_epsilon},
+                  {"attn_only", c.attn_only}}},
+                {"tokenizer", m.tokenizer ? nlohmann::json(m.tokenizer->vocab_size()) : nlohmann::json(nullptr)},
+                {"tensors", t}});
+    return;
+  }
+  std::string n = std::to_string(m.model.num_parameters());
+  for (int i = int(n.size()) - 3; i > 0; i -= 3) n.insert(size_t(i), ",");
+  std::cout << "model       " << m.model.source << "\nparameters  " << n << "\nconfig      vocab " << c.vocab_size
+            << ", positions " << c.n_positions << ", d " << c.n_embd << ", layers " << c.n_layer << ", heads "
+            << c.n_head << " × " << c.head_dim() << (c.attn_only ? ", attention-only" : ", MLP " + std::to_string(c.mlp_dim()))
+            << ", LayerNorm eps " << c.layer_norm_epsilon << "\ntokenizer   "
+            << (m.tokenizer ? std::to_string(m.tokenizer->vocab_size()) + " tokens" : "none beside the model")
+            << "\n\n";
+  report::Table t({"tensor", "shape", "numel"});
+  for (const auto& s : m.model.table) t.add({s.name, shape_string(s.shape), std::to_string(s.numel)});
+  std::cout << t.str();
+}
+
+void run_tokenize(const ModelArgs& a, const std::string& text_arg, const std::string& file, bool json) {
+  const LoadedModel m = load_model_arg(a);
+  if (!m.tokenizer) usage_error(m.path + " has no tokenizer beside it (vocab.json + merges.txt)");
+  std::string text = text_arg;
+  if (!file.empty()) {
+    std::ifstream f(file, std::ios::binary);
+    if (!f) data_error(file + ": cannot open");
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const std::vector<int> ids = m.tokenizer->encode(text);
+  std::vector<std::string> tokens;
+  for (int id : ids) tokens.push_back(m.tokenizer->token_string(id));
+  if (json) {
+    print_json({{"ids", ids}, {"tokens", tokens}});
+    return;
+  }
+  report::Table t({"position", "id", "token", "text"});
+  for (size_t i = 0; i < ids.size(); i++)
+    t.add({std::to_string(i), std::to_string(ids[i]), tokens[i], token_label(*m.tokenizer, ids[i])});
+  std::cout << t.str() << ids.size() << " tokens\n";
+}
+
+void run_run(const ModelArgs& a, int top, bool json) {
+  const LoadedModel m = load_model_arg(a);
+  const std::vector<int> ids = input_ids(m, a);
+  Activations acts;
+  const std::vector<float>& logits = forward(m.model, ids, acts);
+  const int V = m.model.config.vocab_size;
+  const float* last = logits.data() + (ids.size() - 1) * size_t(V);
+  std::vector<double> p(static_cast<size_t>(V));
+  const double mx = *std::max_element(last, last + V);
+  double sum = 0;
+  for (int j = 0; j < V; j++) sum += p[size_t(j)] = std::exp(double(last[j]) - mx);
+  for (auto& x : p) x /= sum;
+  std::vector<int> order(static_cast<size_t>(V));
+  for (int j = 0; j < V; j++) order[size_t(j)] = j;
+  top = std::min(top, V);
+  std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                    [&](int x, int y) { return p[size_t(x)] > p[size_t(y)]; });
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (int i = 0; i < top; i++) {
+      const int id = order[size_t(i)];
+      j.push_back({{"id", id},
+                   {"token", m.tokenizer ? m.tokenizer->token_string(id) : ""},
+                   {"probability", p[size_t(id)]},
+                   {"logit", last[id]}});
+    }
+    print_json({{"tokens", ids.size()}, {"top", j}});
+    return;
+  }
+  std::cout << "next token after " << ids.size() << " tokens:\n\n";
+  report::Table t({"rank", "id", "token", "probability", "logit"});
+  for (int i = 0; i < top; i++) {
+    const int id = order[size_t(i)];
+    t.add({std::to_string(i + 1), std::to_string(id), m.tokenizer ? token_label(*m.tokenizer, id) : "",
+           report::fmt(p[size_t(id)], 4), report::fmt(last[id], 3)});
+  }
+  std::cout << t.str();
+}
+
+void run_dump(const ModelArgs& a, const std::string& out, const std::string& layers_arg) {
+  const LoadedModel m = load_model_arg(a);
+  const std::vector<int> ids = input_ids(m, a);
+  Trace tr;
+  if (!layers_arg.empty())
+    for (int l : parse_ints("--layers", layers_arg)) {
+      if (l < 0 || l >= m.model.config.n_layer)
+        usage_error("--layers: layer " + std::to_string(l) + " is outside [0, " + std::to_string(m.model.config.n_layer) + ")");
+      tr.layers.insert(l);
+    }
+  Activations acts;
+  forward(m.model, ids, acts, &tr);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) data_error(out + ": cannot create the output directory (" + ec.message() + ")");
+  // Each file goes to a temporary name and is renamed into place (io::write_npy), so a failure
+  // leaves no partial file.
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  io::write_npy((fs::path(out) / "tokens.npy").string(), {int64_t(ids.size())}, ids32.data());
+  for (const auto& [name, t] : tr.acts) io::write_npy((fs::path(out) / (name + ".npy")).string(), t.shape(), t.data());
+  std::cout << "wrote " << tr.acts.size() + 1 << " arrays (" << ids.size() << " tokens) to " << out << "/\n";
+}
+
+}  // namespace
+
+void register_model_commands(CLI::App& app) {
+  {
+    auto* cmd = app.add_subcommand("info", "A checkpoint's format, config, parameter count and tensor table");
+    auto a = std::make_shared<ModelArgs>();
+    auto json = std::make_shared<bool>(false);
+    add_model_option(cmd, *a);
+    cmd->add_flag("--json", *json, "JSON output");
+    cmd->callback([a, json] { run_info(*a, *json); });
+  }
+  {
+    auto* cmd = app.add_subcommand("tokenize", "Token ids and strings of a text with the model's tokenizer");
+    auto a = std::make_shared<ModelArgs>();
+    auto text = std::make_shared<std::string>();
+    auto file = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    add_model_option(cmd, *a);
+    auto* t = cmd->add_option("text", *text, "the text");
+    auto* f = cmd->add_option("--file", *file, "read the text from a file");
+    t->excludes(f);
+    cmd->add_flag("--json", *json, "JSON: {\"ids\": [...], \"tokens\": [...]}");
+    cmd->callback([a, text, file, json] {
+      if (text->empty() && file->empty()) usage_error("tokenize: give a TEXT or --file");
+      run_tokenize(*a, *text, *file, *json);
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("run", "The next-token distribution after a text: the top K tokens");
+    auto a = std::make_shared<ModelArgs>();
+    auto top = std::make_shared<int>(10);
+    auto json = std::make_shared<bool>(false);
+    add_model_option(cmd, *a);
+    cmd->add_option("text", a->text, "the text");
+    cmd->add_option("--tokens", a->tokens, "token ids instead of text, e.g. 464,3290");
+    cmd->add_option("--top", *top, "how many tokens to show")->check(CLI::Range(1, 1000));
+    cmd->add_flag("--json", *json, "JSON output");
+    cmd->callback([a, top, json] { run_run(*a, *top, *json); });
+  }
+  {
+    auto* cmd = app.add_subcommand("dump", "Write every traced activation as DIR/<hook name>.npy");
+    auto a = std::make_shared<ModelArgs>();
+    auto out = std::make_shared<std::string>();
+    auto layers = std::make_shared<std::string>();
+    add_model_option(cmd, *a);
+    add_input_options(cmd, *a);
+    cmd->add_option("--out", *out, "output directory")->required();
+    cmd->add_option("--layers", *layers, "only these blocks, e.g. 0,3 (default: all)");
+    cmd->callback([a, out, layers] { run_dump(*a, *out, *layers); });
+  }
+}
+
+}  // namespace qkv::cli
+
+namespace qkv::cli {
+
+// qkv init — a randomly initialised GPT-2 of any size, written as a Hugging Face directory; how the
+// tests and benchmarks get GPT-2-small-shaped checkpoints without a download.
+void register_init(CLI::App& app) {
+  auto* cmd = app.add_subcommand("init", "Write a randomly initialised GPT-2 (HF directory) of a chosen size");
+  struct Args {
+    std::string out, preset = "small", tokenizer;
+    int n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
+    bool attn_only = false;
+    uint64_t seed = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--out", a->out, "output directory (config.json + model.safetensors)")->required();
+  cmd->add_option("--preset", a->preset, "small (124M), medium, large, xl, distil, or tiny")
+      ->check(CLI::IsMember({"small", "medium", "large", "xl", "distil", "tiny"}));
+  cmd->add_option("--n-layer", a->n_layer, "override the preset")->check(CLI::Range(1, 1024));
+  cmd->add_option("--n-head", a->n_head, "override the preset")->check(CLI::Range(1, 1024));
+  cmd->add_option("--n-embd", a->n_embd, "override the preset")->check(CLI::Range(1, 65536));
+  cmd->add_option("--n-positions", a->n_positions, "override the preset")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--vocab-size", a->vocab_size, "override the preset")->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--attn-only", a->attn_only, "blocks without ln_2 and MLP");
+  cmd->add_option("--tokenizer", a->tokenizer, "copy vocab/merges files from this directory beside the weights");
+  cmd->add_option("--seed", a->seed, "random seed");
+  cmd->callback([a] {
+    GPT2Config c;
+    if (a->preset == "medium") c.n_layer = 24, c.n_head = 16, c.n_embd = 1024;
+    if (a->preset == "large") c.n_layer = 36, c.n_head = 20, c.n_embd = 1280;
+    if (a->preset == "xl") c.n_layer = 48, c.n_head = 25, c.n_embd = 1600;
+    if (a->preset == "distil") c.n_layer = 6;
+    if (a->preset == "tiny") c.n_layer = 2, c.n_head = 4, c.n_embd = 64, c.n_positions = 128, c.vocab_size = 256;
+    if (a->n_layer) c.n_layer = a->n_layer;
+    if (a->n_head) c.n_head = a->n_head;
+    if (a->n_embd) c.n_embd = a->n_embd;
+    if (a->n_positions) c.n_positions = a->n_positions;
+    if (a->vocab_size) c.vocab_size = a->vocab_size;
+    c.attn_only = a->attn_only;
+    try {
+      c.validate("qkv init");
+    } catch (const Error& e) {
+      usage_error(e.what());
+    }
+    std::optional<Tokenizer> tok;
+    if (!a->tokenizer.empty()) {
+      tok = Tokenizer::from_dir(a->tokenizer);
+      if (tok->vocab_size() > c.vocab_size)
+        usage_error("--tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, more than --vocab-size " +
+                    std::to_string(c.vocab_size));
+    }
+    GPT2 m(c);
+    init_gpt2(m, a->seed);
+    std::error_code ec;
+    fs::create_directories(a->out, ec);
+    if (ec || !fs::is_directory(a->out)) data_error(a->out + ": cannot create the output directory");
+    io::write_config_json((fs::path(a->out) / "config.json").string(), c);
+    save_model(m, (fs::path(a->out) / "model.safetensors").string(), {{"qkv_init_seed", std::to_string(a->seed)}});
+    if (tok) tok->write_files(a->out);
+    std::cout << "wrote " << a->out << "/ (" << m.num_parameters() << " parameters" << (tok ? ", tokenizer" : "")
+              << ")\n";
+  });
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,33 @@
+// --model, --text and --tokens: shared by every command that reads a model.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qkv/model.hpp"
+#include "qkv/tokenizer.hpp"
+
+namespace qkv::cli {
+
+struct ModelArgs {
+  std::string model;   // empty: the default model
+  std::string text;    // --text
+  std::string tokens;  // --tokens 1,2,3
+};
+
+void add_model_option(CLI::App* cmd, ModelArgs& a);
+void add_input_options(CLI::App* cmd, ModelArgs& a);  // --text / --tokens (mutually exclusive)
+
+struct LoadedModel {
+  std::string path;
+  GPT2 model;
+  std::optional<Tokenizer> tokenizer;
+};
+LoadedModel load_model_arg(const ModelArgs& a);
+
+// ids from --tokens, else --text through the model's tokenizer, else `fallback_text` (if non-empty).
+std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text = "");
+std::vector<std::string> token_labels(const LoadedModel& m, const std::vector<int>& ids);
+
+}  // namespace qkv::cli
