@@ -57,10 +57,25 @@ void BM_FlashForwardBackward(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPs"] = benchmark::Counter(causal_flops(in.T, 7) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["avx512"] = qkv::flash_uses_avx512() ? 1 : 0;
+}
+
+// The portable fallback, for scale (the path taken on CPUs without AVX-512).
+void BM_PortableForward(benchmark::State& state) {
+  qkv::flash_force_portable(true);
+  BM_FlashForward(state);
+  qkv::flash_force_portable(false);
+}
+void BM_PortableForwardBackward(benchmark::State& state) {
+  qkv::flash_force_portable(true);
+  BM_FlashForwardBackward(state);
+  qkv::flash_force_portable(false);
 }
 
 BENCHMARK(BM_FlashForward)->Arg(256)->Arg(1024)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FlashForwardBackward)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PortableForward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PortableForwardBackward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

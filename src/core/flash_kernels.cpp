@@ -10,7 +10,6 @@
 //   dV += Pᵀ dz       rows = keys,    lanes = d         (broadcast Pᵀ[j][i], load dz[i][d..d+16))
 //   dK += dSᵀ q       like dV
 //   dQ += dS K        rows = queries, lanes = d         (broadcast dSᵀ[j][i], load K[j][d..d+16))
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +20,8 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 #define QKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
 namespace qkv::flash_detail {
@@ -452,3 +453,15 @@ QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, 
 }
 
 }  // namespace qkv::flash_detail
+
+#else  // not x86-64 with GCC/Clang: no AVX-512 path; flash.cpp falls back to the portable one.
+
+namespace qkv::flash_detail {
+bool avx512_available() { return false; }
+bool vexp(const float*, float*, int) { return false; }
+void forward_avx512(const float*, const float*, const float*, float*, float*, int, int, int, float) {}
+void backward_avx512(const float*, const float*, const float*, const float*, const float*, const float*, float*,
+                     float*, float*, int, int, int, float) {}
+}  // namespace qkv::flash_detail
+
+#endif
