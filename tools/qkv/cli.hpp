@@ -15,11 +15,15 @@ std::vector<int> parse_ints(const std::string& arg, const std::string& text);
 
 void print_json(const nlohmann::json& j);  // pretty, to stdout, with a trailing newline
 
-// One per command file.
-void register_example(CLI::App& app);
-void register_gradcheck(CLI::App& app);
-void register_saturate(CLI::App& app);
-void register_model_commands(CLI::App& app);  // info, tokenize, run, dump
-void register_init(CLI::App& app);
+// Each command file registers its subcommands with one line at namespace scope:
+//   QKV_COMMAND(30, register_heads);
+// The number orders `qkv --help`. No shared list to edit when a command is added.
+using Registrar = void (*)(CLI::App&);
+struct RegisterCommand {
+  RegisterCommand(int order, Registrar r);
+};
+void register_all(CLI::App& app);
+
+#define QKV_COMMAND(order, fn) static const ::qkv::cli::RegisterCommand qkv_command_##fn(order, fn)
 
 }  // namespace qkv::cli

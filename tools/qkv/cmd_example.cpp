@@ -115,4 +115,6 @@ void register_example(CLI::App& app) {
   cmd->callback([a, which] { run_example(*which, *a); });
 }
 
+QKV_COMMAND(10, register_example);
+
 }  // namespace qkv::cli

@@ -48,4 +48,6 @@ void register_gradcheck(CLI::App& app) {
   });
 }
 
+QKV_COMMAND(80, register_gradcheck);
+
 }  // namespace qkv::cli

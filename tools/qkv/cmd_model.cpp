@@ -189,6 +189,8 @@ void register_model_commands(CLI::App& app) {
   }
 }
 
+QKV_COMMAND(20, register_model_commands);
+
 }  // namespace qkv::cli
 
 namespace qkv::cli {
@@ -252,5 +254,7 @@ void register_init(CLI::App& app) {
               << ")\n";
   });
 }
+
+QKV_COMMAND(25, register_init);
 
 }  // namespace qkv::cli

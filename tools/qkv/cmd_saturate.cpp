@@ -47,4 +47,6 @@ void register_saturate(CLI::App& app) {
   });
 }
 
+QKV_COMMAND(70, register_saturate);
+
 }  // namespace qkv::cli

@@ -1,4 +1,5 @@
 // qkv — GPT-2's query, key and value projections, computed exactly and turned into experiments.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -49,6 +50,21 @@ std::vector<int> parse_ints(const std::string& arg, const std::string& text) {
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
 
+namespace {
+std::vector<std::pair<int, Registrar>>& registry() {
+  static std::vector<std::pair<int, Registrar>> r;
+  return r;
+}
+}  // namespace
+
+RegisterCommand::RegisterCommand(int order, Registrar r) { registry().push_back({order, r}); }
+
+void register_all(CLI::App& app) {
+  auto r = registry();
+  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [order, fn] : r) fn(app);
+}
+
 }  // namespace qkv::cli
 
 int main(int argc, char** argv) {
@@ -57,11 +73,7 @@ int main(int argc, char** argv) {
       "experiment you can run."};
   app.name("qkv");
   app.require_subcommand(1);
-  qkv::cli::register_example(app);
-  qkv::cli::register_gradcheck(app);
-  qkv::cli::register_saturate(app);
-  qkv::cli::register_model_commands(app);
-  qkv::cli::register_init(app);
+  qkv::cli::register_all(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
