@@ -1,0 +1,35 @@
+#include "alloc_probe.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<bool> g_probing{false};
+std::atomic<std::size_t> g_largest{0};
+}  // namespace
+
+namespace qkv::probe {
+void start() {
+  g_largest = 0;
+  g_probing = true;
+}
+void stop() { g_probing = false; }
+std::size_t largest() { return g_largest.load(); }
+}  // namespace qkv::probe
+
+void* operator new(std::size_t n) {
+  if (g_probing.load(std::memory_order_relaxed)) {
+    std::size_t prev = g_largest.load(std::memory_order_relaxed);
+    while (n > prev && !g_largest.compare_exchange_weak(prev, n)) {
+    }
+    if (n > qkv::probe::kRefuse) throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
