@@ -32,31 +32,36 @@ struct Inputs {
 
 const float kScale = 1.0f / std::sqrt(static_cast<float>(kDh));
 
-double causal_flops(int T, double matmuls) { return matmuls * 2.0 * (0.5 * T * T) * kDh * kH; }
+double causal_flops(int T, double matmuls) {
+  return matmuls * 2.0 * (0.5 * T * T) * kDh * kH;
+}
 
 void BM_FlashForward(benchmark::State& state) {
   Inputs in(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    qkv::flash_attention_forward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(), kH, in.T, kDh,
-                                 kScale);
+    qkv::flash_attention_forward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(), kH, in.T,
+                                 kDh, kScale);
     benchmark::DoNotOptimize(in.z.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOPs"] = benchmark::Counter(causal_flops(in.T, 2) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(causal_flops(in.T, 2) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["avx512"] = qkv::flash_uses_avx512() ? 1 : 0;
 }
 
 void BM_FlashForwardBackward(benchmark::State& state) {
   Inputs in(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    qkv::flash_attention_forward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(), kH, in.T, kDh,
-                                 kScale);
-    qkv::flash_attention_backward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(), in.dz.data(),
-                                  in.dq.data(), in.dk.data(), in.dv.data(), kH, in.T, kDh, kScale);
+    qkv::flash_attention_forward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(), kH, in.T,
+                                 kDh, kScale);
+    qkv::flash_attention_backward(in.q.data(), in.k.data(), in.v.data(), in.z.data(), in.lse.data(),
+                                  in.dz.data(), in.dq.data(), in.dk.data(), in.dv.data(), kH, in.T, kDh,
+                                  kScale);
     benchmark::DoNotOptimize(in.dq.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOPs"] = benchmark::Counter(causal_flops(in.T, 7) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(causal_flops(in.T, 7) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["avx512"] = qkv::flash_uses_avx512() ? 1 : 0;
 }
 
@@ -72,8 +77,19 @@ void BM_PortableForwardBackward(benchmark::State& state) {
   qkv::flash_force_portable(false);
 }
 
-BENCHMARK(BM_FlashForward)->Arg(256)->Arg(1024)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FlashForwardBackward)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FlashForward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Arg(8192)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_FlashForwardBackward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_PortableForward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PortableForwardBackward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -1,5 +1,7 @@
 // Fused causal attention: entry points, run-time dispatch, the portable path and the double reference.
 // The AVX-512 kernels live in flash_kernels.cpp.
+#include "qkv/flash.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -9,15 +11,14 @@
 #include <vector>
 
 #include "qkv/error.hpp"
-#include "qkv/flash.hpp"
 
 namespace qkv {
 
 namespace flash_detail {
 // Defined in flash_kernels.cpp.
 bool avx512_available();
-void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T, int dh,
-                    float scale);
+void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T,
+                    int dh, float scale);
 void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
                      const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale);
 }  // namespace flash_detail
@@ -30,8 +31,8 @@ std::atomic<bool> g_force_portable{false};
 
 void check_shape(const char* who, int H, int T, int dh) {
   if (H < 1 || T < 1 || dh < 1)
-    data_error(std::string(who) + ": sizes must be >= 1, got H=" + std::to_string(H) + " T=" +
-               std::to_string(T) + " dh=" + std::to_string(dh));
+    data_error(std::string(who) + ": sizes must be >= 1, got H=" + std::to_string(H) +
+               " T=" + std::to_string(T) + " dh=" + std::to_string(dh));
 }
 
 // Eight partial sums, so the compiler can vectorise without reassociating (no -ffast-math).
@@ -99,13 +100,14 @@ void backward_portable(const float* q, const float* k, const float* v, const flo
     for (long r = 0; r < rows; ++r)  // D_i = rowsum(dz_i * z_i)
       D[r] = dot(dz + static_cast<size_t>(r) * dh, z + static_cast<size_t>(r) * dh, dh);
 
-    // dq_i = scale Σ_{j<=i} dS_ij k_j,  dS_ij = P_ij (dz_i·v_j - D_i),  P_ij = exp(scale q_i·k_j - lse_i)
+      // dq_i = scale Σ_{j<=i} dS_ij k_j,  dS_ij = P_ij (dz_i·v_j - D_i),  P_ij = exp(scale q_i·k_j - lse_i)
 #pragma omp for schedule(dynamic, 8)
     for (long w = 0; w < rows; ++w) {
       const int h = static_cast<int>(w % H);
       const int i = T - 1 - static_cast<int>(w / H);
       const size_t base = static_cast<size_t>(h) * T * dh, ri = static_cast<size_t>(h) * T + i;
-      const float *qi = q + base + static_cast<size_t>(i) * dh, *dzi = dz + base + static_cast<size_t>(i) * dh;
+      const float *qi = q + base + static_cast<size_t>(i) * dh,
+                  *dzi = dz + base + static_cast<size_t>(i) * dh;
       float* dqi = dq + base + static_cast<size_t>(i) * dh;
       std::fill(dqi, dqi + dh, 0.0f);
       for (int j = 0; j <= i; ++j) {
@@ -129,7 +131,8 @@ void backward_portable(const float* q, const float* k, const float* v, const flo
       std::fill(dvj, dvj + dh, 0.0f);
       for (int i = j; i < T; ++i) {
         const size_t ri = static_cast<size_t>(h) * T + i;
-        const float *qi = q + base + static_cast<size_t>(i) * dh, *dzi = dz + base + static_cast<size_t>(i) * dh;
+        const float *qi = q + base + static_cast<size_t>(i) * dh,
+                    *dzi = dz + base + static_cast<size_t>(i) * dh;
         const float p = std::exp(scale * dot(qi, kj, dh) - lse[ri]);
         const float ds = p * (dot(dzi, vj, dh) - D[ri]);
         for (int d = 0; d < dh; ++d) {
@@ -147,15 +150,21 @@ bool use_avx512() {
   return available && !g_force_portable.load(std::memory_order_relaxed);
 }
 
-std::vector<double> widen(const float* p, size_t n) { return std::vector<double>(p, p + n); }
+std::vector<double> widen(const float* p, size_t n) {
+  return std::vector<double>(p, p + n);
+}
 void narrow(const std::vector<double>& src, float* dst) {
   for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
 }
 
 }  // namespace
 
-void flash_force_portable(bool on) { g_force_portable.store(on); }
-bool flash_uses_avx512() { return use_avx512(); }
+void flash_force_portable(bool on) {
+  g_force_portable.store(on);
+}
+bool flash_uses_avx512() {
+  return use_avx512();
+}
 
 void flash_attention_forward(const float* q, const float* k, const float* v, float* z, float* lse, int H,
                              int T, int dh, float scale) {
@@ -188,14 +197,16 @@ void softmax_head(const double* q, const double* k, int T, int dh, double scale,
     double m = -std::numeric_limits<double>::infinity();
     for (int j = 0; j <= i; ++j) {
       double s = 0.0;
-      for (int d = 0; d < dh; ++d) s += q[static_cast<size_t>(i) * dh + d] * k[static_cast<size_t>(j) * dh + d];
+      for (int d = 0; d < dh; ++d)
+        s += q[static_cast<size_t>(i) * dh + d] * k[static_cast<size_t>(j) * dh + d];
       A[static_cast<size_t>(i) * T + j] = scale * s;
       m = std::max(m, scale * s);
     }
     double sum = 0.0;
     for (int j = 0; j <= i; ++j) sum += std::exp(A[static_cast<size_t>(i) * T + j] - m);
     for (int j = 0; j < T; ++j)
-      A[static_cast<size_t>(i) * T + j] = j <= i ? std::exp(A[static_cast<size_t>(i) * T + j] - m) / sum : 0.0;
+      A[static_cast<size_t>(i) * T + j] =
+          j <= i ? std::exp(A[static_cast<size_t>(i) * T + j] - m) / sum : 0.0;
     if (lse) lse[i] = m + std::log(sum);
   }
 }
@@ -210,7 +221,8 @@ void reference_forward_f64(const double* q, const double* k, const double* v, do
     for (int i = 0; i < T; ++i)  // z = A v
       for (int d = 0; d < dh; ++d) {
         double s = 0.0;
-        for (int j = 0; j <= i; ++j) s += A[static_cast<size_t>(i) * T + j] * v[base + static_cast<size_t>(j) * dh + d];
+        for (int j = 0; j <= i; ++j)
+          s += A[static_cast<size_t>(i) * T + j] * v[base + static_cast<size_t>(j) * dh + d];
         z[base + static_cast<size_t>(i) * dh + d] = s;
       }
   }
@@ -227,13 +239,15 @@ void reference_backward_f64(const double* q, const double* k, const double* v, c
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j) {
         double s = 0.0;
-        for (int d = 0; d < dh; ++d) s += dz[base + static_cast<size_t>(i) * dh + d] * v[base + static_cast<size_t>(j) * dh + d];
+        for (int d = 0; d < dh; ++d)
+          s += dz[base + static_cast<size_t>(i) * dh + d] * v[base + static_cast<size_t>(j) * dh + d];
         dA[static_cast<size_t>(i) * T + j] = s;
       }
     for (int j = 0; j < T; ++j)
       for (int d = 0; d < dh; ++d) {
         double s = 0.0;
-        for (int i = 0; i < T; ++i) s += A[static_cast<size_t>(i) * T + j] * dz[base + static_cast<size_t>(i) * dh + d];
+        for (int i = 0; i < T; ++i)
+          s += A[static_cast<size_t>(i) * T + j] * dz[base + static_cast<size_t>(i) * dh + d];
         dv[base + static_cast<size_t>(j) * dh + d] = s;
       }
     // A = softmax(S)  =>  dS_ij = A_ij (dA_ij - Σ_l A_il dA_il)   (masked entries have A = 0)
@@ -241,7 +255,8 @@ void reference_backward_f64(const double* q, const double* k, const double* v, c
       double r = 0.0;
       for (int j = 0; j < T; ++j) r += A[static_cast<size_t>(i) * T + j] * dA[static_cast<size_t>(i) * T + j];
       for (int j = 0; j < T; ++j)
-        G[static_cast<size_t>(i) * T + j] = A[static_cast<size_t>(i) * T + j] * (dA[static_cast<size_t>(i) * T + j] - r);
+        G[static_cast<size_t>(i) * T + j] =
+            A[static_cast<size_t>(i) * T + j] * (dA[static_cast<size_t>(i) * T + j] - r);
     }
     if (dS) std::copy(G.begin(), G.end(), dS + static_cast<size_t>(h) * TT);
     // S = scale q kᵀ  =>  dq = scale dS k,  dk = scale dSᵀ q

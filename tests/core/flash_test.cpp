@@ -1,6 +1,8 @@
 // The fused causal attention (flash.hpp): both fast paths (AVX-512 and portable) against the double
 // reference over many shapes and softmax temperatures; the reference backward against central finite
 // differences in double; the vectorised exp against double exp.
+#include "qkv/flash.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "qkv/error.hpp"
-#include "qkv/flash.hpp"
 
 namespace qkv {
 namespace {
@@ -68,14 +69,15 @@ void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
   // lse is compared relative to max(1, |lse|): for T = 1 with tiny scores it is ~0.
   double lse_err = 0.0;
   for (size_t i = 0; i < lse.size(); ++i)
-    lse_err = std::max(lse_err, std::abs(static_cast<double>(lse[i]) - lser[i]) / std::max(1.0, std::abs(double(lser[i]))));
+    lse_err = std::max(
+        lse_err, std::abs(static_cast<double>(lse[i]) - lser[i]) / std::max(1.0, std::abs(double(lser[i]))));
   EXPECT_LE(lse_err, tol_fwd) << "lse";
 
   std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN), dqr(n), dkr(n), dvr(n);
-  flash_attention_backward(q.data(), k.data(), v.data(), z.data(), lse.data(), dz.data(), dq.data(), dk.data(),
-                           dv.data(), c.H, c.T, c.dh, c.scale);
-  flash_attention_backward_reference(q.data(), k.data(), v.data(), zr.data(), lser.data(), dz.data(), dqr.data(),
-                                     dkr.data(), dvr.data(), c.H, c.T, c.dh, c.scale);
+  flash_attention_backward(q.data(), k.data(), v.data(), z.data(), lse.data(), dz.data(), dq.data(),
+                           dk.data(), dv.data(), c.H, c.T, c.dh, c.scale);
+  flash_attention_backward_reference(q.data(), k.data(), v.data(), zr.data(), lser.data(), dz.data(),
+                                     dqr.data(), dkr.data(), dvr.data(), c.H, c.T, c.dh, c.scale);
   // dq and dk come from dS = P ∘ (dP - D), a difference of terms of size |dP| <= ‖dz_i‖‖v_j‖ that cancel
   // when a row is near one-hot; in fp32 its error is ~1e-7·|dP| whatever the size of the result. So
   // their errors are measured relative to the bound |dq| <= 2·scale·max|dP|·max|k| (|dk| likewise with q)
@@ -83,10 +85,12 @@ void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
   double dz_n = 0.0, v_n = 0.0, k_max = 0.0, q_max = 0.0;
   for (size_t r = 0; r < n / c.dh; ++r) {
     double a = 0.0, b = 0.0;
-    for (int d = 0; d < c.dh; ++d) a += double(dz[r * c.dh + d]) * dz[r * c.dh + d], b += double(v[r * c.dh + d]) * v[r * c.dh + d];
+    for (int d = 0; d < c.dh; ++d)
+      a += double(dz[r * c.dh + d]) * dz[r * c.dh + d], b += double(v[r * c.dh + d]) * v[r * c.dh + d];
     dz_n = std::max(dz_n, std::sqrt(a)), v_n = std::max(v_n, std::sqrt(b));
   }
-  for (size_t i = 0; i < n; ++i) k_max = std::max(k_max, std::abs(double(k[i]))), q_max = std::max(q_max, std::abs(double(q[i])));
+  for (size_t i = 0; i < n; ++i)
+    k_max = std::max(k_max, std::abs(double(k[i]))), q_max = std::max(q_max, std::abs(double(q[i])));
   const double dP_max = dz_n * v_n;
   auto max_abs = [](const std::vector<float>& x) {
     double m = 0.0;
@@ -95,8 +99,10 @@ void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
   };
   const double eq = rel_err(dq, dqr) * max_abs(dqr), ek = rel_err(dk, dkr) * max_abs(dkr);
   const double bq = 2 * c.scale * dP_max * k_max, bk = 2 * c.scale * dP_max * q_max;
-  EXPECT_TRUE(eq <= tol_bwd * max_abs(dqr) || eq <= 0.1 * tol_bwd * bq) << "dq: " << eq << " of " << max_abs(dqr);
-  EXPECT_TRUE(ek <= tol_bwd * max_abs(dkr) || ek <= 0.1 * tol_bwd * bk) << "dk: " << ek << " of " << max_abs(dkr);
+  EXPECT_TRUE(eq <= tol_bwd * max_abs(dqr) || eq <= 0.1 * tol_bwd * bq)
+      << "dq: " << eq << " of " << max_abs(dqr);
+  EXPECT_TRUE(ek <= tol_bwd * max_abs(dkr) || ek <= 0.1 * tol_bwd * bk)
+      << "dk: " << ek << " of " << max_abs(dkr);
   EXPECT_LE(rel_err(dv, dvr), tol_bwd) << "dv";
 }
 
@@ -141,7 +147,9 @@ TEST_P(FlashPath, RowsAreCausal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Flash, FlashPath, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Avx512" : "Portable"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Avx512" : "Portable";
+                         });
 
 TEST(Flash, RejectsBadSizes) {
   float x = 0.0f;
@@ -162,7 +170,8 @@ TEST(Flash, ExpIsAccurate) {
       for (int s = 0; s < 100000; ++s) x.push_back(t = std::nextafter(t, dir * 100.0f));
     }
   y.resize(x.size());
-  if (!flash_detail::vexp(x.data(), y.data(), static_cast<int>(x.size()))) GTEST_SKIP() << "CPU without AVX-512";
+  if (!flash_detail::vexp(x.data(), y.data(), static_cast<int>(x.size())))
+    GTEST_SKIP() << "CPU without AVX-512";
   double worst = 0.0;
   float worst_x = 0.0f;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -206,8 +215,8 @@ TEST(FlashReference, BackwardMatchesCentralDifferences) {
     return L;
   };
   std::vector<double> dq(n), dk(n), dv(n);
-  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), g.data(), dq.data(), dk.data(), dv.data(),
-                                       nullptr, H, T, dh, scale);
+  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), g.data(), dq.data(), dk.data(),
+                                       dv.data(), nullptr, H, T, dh, scale);
   const double eps = 1e-5;
   int checked = 0;
   for (auto [x, dx, name] : {std::tuple{&q, &dq, "dq"}, std::tuple{&k, &dk, "dk"}, std::tuple{&v, &dv, "dv"}})
@@ -232,12 +241,14 @@ TEST(FlashReference, RowsOfDSSumToZero) {
   const size_t n = static_cast<size_t>(H) * T * dh;
   const auto q = randn64(n, 21), k = randn64(n, 22), v = randn64(n, 23), dz = randn64(n, 24);
   std::vector<double> dq(n), dk(n), dv(n), dS(static_cast<size_t>(H) * T * T);
-  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), dz.data(), dq.data(), dk.data(), dv.data(),
-                                       dS.data(), H, T, dh, 0.5);
+  flash_detail::reference_backward_f64(q.data(), k.data(), v.data(), dz.data(), dq.data(), dk.data(),
+                                       dv.data(), dS.data(), H, T, dh, 0.5);
   double max_abs = 0.0;
   for (int r = 0; r < H * T; ++r) {
     double s = 0.0;
-    for (int j = 0; j < T; ++j) s += dS[static_cast<size_t>(r) * T + j], max_abs = std::max(max_abs, std::abs(dS[static_cast<size_t>(r) * T + j]));
+    for (int j = 0; j < T; ++j)
+      s += dS[static_cast<size_t>(r) * T + j],
+          max_abs = std::max(max_abs, std::abs(dS[static_cast<size_t>(r) * T + j]));
     EXPECT_NEAR(s, 0.0, 1e-12) << "row " << r;
   }
   EXPECT_GT(max_abs, 1e-3);  // the rows are not trivially zero
