@@ -1,7 +1,39 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh) and runs the whole test suite with CTest.
+# Sets up (scripts/setup.sh) and runs the whole test suite with CTest, then the robustness stages of
+# docs/robustness.md:
+#   1. the normal (Release) build: every GoogleTest, CLI and fuzz-replay test;
+#   2. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
+#   3. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14).
+# Environment: QKV_BUILD_DIR (default build); QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0 skip stage 2 / 3
+# (CI runs all three); QKV_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
 bash scripts/setup.sh
 build=${QKV_BUILD_DIR:-build}
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+# A failing stage does not stop the later ones (all failures show in one run); the exit status does.
+status=0
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
+t1=$(date +%s)
+echo "qkv test: normal build and suite $((t1 - t0))s" >&2
+
+if [ "${QKV_TEST_SANITIZE:-1}" != 0 ]; then
+  asan=build-asan
+  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_SANITIZE=ON >/dev/null
+  cmake --build "$asan" -j "$(nproc)"
+  # Leaks are checked (suppressions file for third-party runtimes only); UBSan stops at the first report.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  LSAN_OPTIONS=suppressions=$PWD/tests/robustness/sanitizers/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$asan" --output-on-failure -j "$(nproc)" || status=1
+  t2=$(date +%s)
+  echo "qkv test: ASan + UBSan build and suite $((t2 - t1))s" >&2
+  t1=$t2
+fi
+
+if [ "${QKV_TEST_FUZZ:-1}" != 0 ]; then
+  bash fuzz/run.sh build-fuzz || status=1
+  echo "qkv test: fuzzing $(($(date +%s) - t1))s" >&2
+fi
+echo "qkv test: $([ $status = 0 ] && echo 'all stages passed' || echo 'FAILED') in $(($(date +%s) - t0))s" >&2
+exit $status
