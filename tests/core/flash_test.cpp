@@ -80,8 +80,8 @@ void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
                                      dqr.data(), dkr.data(), dvr.data(), c.H, c.T, c.dh, c.scale);
   // dq and dk come from dS = P ∘ (dP - D), a difference of terms of size |dP| <= ‖dz_i‖‖v_j‖ that cancel
   // when a row is near one-hot; in fp32 its error is ~1e-7·|dP| whatever the size of the result. So
-  // their errors are measured relative to the bound |dq| <= 2·scale·max|dP|·max|k| (|dk| likewise with q)
-  // (|dk| likewise with q): either within tol of max |dq| or within tol/10 of that bound.
+  // their max error must be within tol of max |dq|, or within tol/10 of the bound
+  // |dq| <= 2·scale·max|dP|·max|k| (|dk| likewise with q). The near-one-hot rows at T <= 3 need the latter.
   double dz_n = 0.0, v_n = 0.0, k_max = 0.0, q_max = 0.0;
   for (size_t r = 0; r < n / c.dh; ++r) {
     double a = 0.0, b = 0.0;
@@ -97,7 +97,15 @@ void check_case(const Case& c, unsigned seed, double tol_fwd, double tol_bwd) {
     for (float e : x) m = std::max(m, std::abs(double(e)));
     return m;
   };
-  const double eq = rel_err(dq, dqr) * max_abs(dqr), ek = rel_err(dk, dkr) * max_abs(dkr);
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(a[i])) return std::numeric_limits<double>::infinity();
+      m = std::max(m, std::abs(double(a[i]) - b[i]));
+    }
+    return m;
+  };
+  const double eq = max_diff(dq, dqr), ek = max_diff(dk, dkr);
   const double bq = 2 * c.scale * dP_max * k_max, bk = 2 * c.scale * dP_max * q_max;
   EXPECT_TRUE(eq <= tol_bwd * max_abs(dqr) || eq <= 0.1 * tol_bwd * bq)
       << "dq: " << eq << " of " << max_abs(dqr);
