@@ -1,0 +1,34 @@
+// Seed 000's "check yourself": slice c_attn into thirds by hand, reproduce q, k, v from ln_1(row),
+// compare with the model's own forward, and measure the two traps (raw row, dropped bias).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qkv/model.hpp"
+
+namespace qkv::analysis {
+
+struct ProjectionPart {  // one of q, k, v
+  double max_abs_diff = 0;    // hand-made vs the model's trace, over all heads and tokens
+  double max_abs = 0;         // largest |value| of the model's, for scale
+  double ln_trap_rel = 0;     // ‖(x·W + b) − (u·W + b)‖_F / ‖u·W + b‖_F: the raw row instead of ln_1(row)
+  double bias_trap_rel = 0;   // ‖u·W − (u·W + b)‖_F / ‖u·W + b‖_F: the bias dropped
+  double bias_norm = 0;       // ‖b‖ of this third
+};
+
+struct ProjectionResult {
+  int layer = 0, T = 0, d = 0, H = 0, dh = 0;
+  std::vector<int64_t> weight_shape;  // [d, 3d]
+  std::vector<int64_t> bias_shape;    // [3d]
+  double ln_max_abs_diff = 0;         // ln_1(x) computed here vs the model's u
+  ProjectionPart q, k, v;
+  // Head h = columns [h·dh, (h+1)·dh) of each third: the largest difference between column block h of the
+  // hand-made third and the model's head h (over q, k, v). A wrong cut (heads interleaved, column e·H + h)
+  // is measured too, as ‖wrong − true‖/‖true‖, to show the check can fail.
+  double heads_max_abs_diff = 0;
+  double interleaved_cut_rel = 0;
+};
+
+ProjectionResult project(const GPT2& model, const std::vector<int>& ids, int layer);
+
+}  // namespace qkv::analysis

@@ -1,0 +1,276 @@
+// qkv project | scores | swap | heads | circuits | ablate — the seeds' claims about Q, K and V as
+// experiments on a model. Each command parses, calls one analysis function, and renders its struct.
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "cli.hpp"
+#include "model_input.hpp"
+#include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/head_weights.hpp"
+#include "qkv/analysis/projections.hpp"
+#include "qkv/analysis/scores.hpp"
+#include "qkv/analysis/swap.hpp"
+#include "qkv/error.hpp"
+#include "qkv/report/table.hpp"
+
+namespace qkv::cli {
+namespace {
+
+using report::fmt;
+using report::fmt_sci;
+namespace an = qkv::analysis;
+
+const char* kDefaultText = "When Mary and John went to the store, John gave a drink to Mary.";
+
+struct ExpArgs {
+  ModelArgs m;
+  int layer = 0, head = 0;
+  bool json = false;
+};
+
+// The tokens an experiment reads: --tokens, --text, else a default sentence (or, for a model without a
+// tokenizer, the first 16 ids of a seeded random sequence).
+std::vector<int> experiment_ids(const LoadedModel& lm, const ModelArgs& a) {
+  if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, kDefaultText);
+  const int n = std::min(16, lm.model.config.n_positions);
+  const std::vector<int> seq = an::repeated_random_tokens(lm.model.config.vocab_size, n, 1, 0)[0];
+  return std::vector<int>(seq.begin(), seq.begin() + n);
+}
+
+void add_common(CLI::App* cmd, ExpArgs& a, bool input, bool layer, bool head) {
+  add_model_option(cmd, a.m);
+  if (input) add_input_options(cmd, a.m);
+  if (layer) cmd->add_option("--layer", a.layer, "block index, from 0");
+  if (head) cmd->add_option("--head", a.head, "head index within the block, from 0");
+  cmd->add_flag("--json", a.json, "JSON output");
+}
+
+std::string labels_at(const std::vector<std::string>& labels, int i) {
+  return "'" + labels[size_t(i)] + "' (" + std::to_string(i) + ")";
+}
+
+// ---- project ---------------------------------------------------------------------------------------
+
+nlohmann::json part_json(const an::ProjectionPart& p) {
+  return {{"max_abs_diff", p.max_abs_diff}, {"max_abs", p.max_abs}, {"ln_trap_rel", p.ln_trap_rel},
+          {"bias_trap_rel", p.bias_trap_rel}, {"bias_norm", p.bias_norm}};
+}
+
+void run_project(const ExpArgs& a) {
+  const LoadedModel lm = load_model_arg(a.m);
+  an::check_layer(lm.model, a.layer);
+  const auto ids = experiment_ids(lm, a.m);
+  const an::ProjectionResult r = an::project(lm.model, ids, a.layer);
+  if (a.json) {
+    print_json({{"layer", r.layer}, {"tokens", r.T}, {"d", r.d}, {"heads", r.H}, {"dh", r.dh},
+                {"c_attn_weight_shape", r.weight_shape}, {"c_attn_bias_shape", r.bias_shape},
+                {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)},
+                {"v", part_json(r.v)}, {"heads_max_abs_diff", r.heads_max_abs_diff},
+                {"interleaved_cut_rel", r.interleaved_cut_rel}});
+    return;
+  }
+  const std::string d = std::to_string(r.d);
+  std::cout << "h." << r.layer << ".attn.c_attn.weight " << shape_string(r.weight_shape) << " -> 3 × [" << d << ", "
+            << d << "] -> " << r.H << " heads × " << r.dh << " each; bias " << shape_string(r.bias_shape)
+            << " -> 3 × [" << d << "]\n"
+            << "q, k, v = ln_1(x)·W + b computed here (own slicing, own LayerNorm, plain loops) for " << r.T
+            << " tokens, against the model's forward:\n\n";
+  report::Table t({"", "max |own − model|", "max |model|", "raw row instead of ln_1: ‖err‖/‖q‖", "bias dropped: ‖err‖/‖q‖",
+                   "‖b‖"});
+  const char* names[3] = {"q", "k", "v"};
+  const an::ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
+  for (int i = 0; i < 3; i++)
+    t.add({names[i], fmt_sci(parts[i]->max_abs_diff), fmt(parts[i]->max_abs, 3), fmt(parts[i]->ln_trap_rel, 3),
+           fmt(parts[i]->bias_trap_rel, 3), fmt(parts[i]->bias_norm, 3)});
+  std::cout << t.str() << "\nln_1 computed here vs the model's: max |diff| " << fmt_sci(r.ln_max_abs_diff)
+            << "\nhead h = columns [h·" << r.dh << ", (h+1)·" << r.dh << ") of each third: max |diff| "
+            << fmt_sci(r.heads_max_abs_diff) << "  (a wrong cut, heads interleaved: relative error "
+            << fmt(r.interleaved_cut_rel, 3) << ")\n";
+}
+
+// ---- scores ----------------------------------------------------------------------------------------
+
+void run_scores(const ExpArgs& a) {
+  const LoadedModel lm = load_model_arg(a.m);
+  an::check_head(lm.model, a.layer, a.head);
+  const auto ids = experiment_ids(lm, a.m);
+  const auto labels = token_labels(lm, ids);
+  const an::ScoresResult r = an::score_asymmetry(lm.model, ids, a.layer, a.head);
+  if (a.json) {
+    std::vector<std::vector<double>> S;
+    for (int i = 0; i < r.T; i++) S.emplace_back(r.S.a.begin() + i * r.T, r.S.a.begin() + (i + 1) * r.T);
+    print_json({{"layer", r.layer}, {"head", r.head}, {"tokens", labels}, {"S", S}, {"asym_rel", r.asym_rel},
+                {"max_asym", {{"value", r.max_asym}, {"i", r.max_i}, {"j", r.max_j}, {"S_ij", r.S_ij}, {"S_ji", r.S_ji}}},
+                {"M", {{"shape", {r.d, r.d}}, {"norm", r.M.norm}, {"antisym_share", r.M.antisym_share},
+                       {"sym_share", r.M.sym_share}}},
+                {"bias", {{"share_xx", r.share_xx}, {"share_xb", r.share_xb}, {"share_bx", r.share_bx},
+                          {"share_bb", r.share_bb}, {"bias_share", r.bias_share},
+                          {"bias_share_softmax", r.bias_share_softmax},
+                          {"reconstruction_max_abs", r.reconstruction_max_abs}}}});
+    return;
+  }
+  std::cout << "layer " << r.layer << ", head " << r.head << ": raw scores S = q·kᵀ/√" << r.dh
+            << " (before the mask and the softmax), " << r.T << " tokens\n\n";
+  report::Table t({"measure", "value"});
+  t.add({"‖S − Sᵀ‖_F / ‖S‖_F", fmt(r.asym_rel, 4)});
+  t.add({"largest |S_ij − S_ji|", fmt(r.max_asym, 4)});
+  t.add({"‖M‖_F, M = W_Q W_Kᵀ [" + std::to_string(r.d) + "×" + std::to_string(r.d) + "] (from the factors)",
+         fmt(r.M.norm, 4)});
+  t.add({"antisymmetric share ‖M − Mᵀ‖/(2‖M‖)  (random M: ≈ 0.71, symmetric: 0)", fmt(r.M.antisym_share, 4)});
+  t.add({"x-x part (uW_Q)(uW_K)ᵀ: ‖·‖/‖S‖", fmt(r.share_xx, 4)});
+  t.add({"x-b part (uW_Q)·b_K: ‖·‖/‖S‖  (constant along a row)", fmt(r.share_xb, 4)});
+  t.add({"b-x part b_Q·(uW_K): ‖·‖/‖S‖", fmt(r.share_bx, 4)});
+  t.add({"b-b part b_Q·b_K: ‖·‖/‖S‖  (constant)", fmt(r.share_bb, 4)});
+  t.add({"all bias terms: ‖S − x-x‖/‖S‖", fmt(r.bias_share, 4)});
+  t.add({"bias share the softmax sees (row-centred b-x over j ≤ i)", fmt(r.bias_share_softmax, 4)});
+  t.add({"max |x-x + x-b + b-x + b-b − S_model|", fmt_sci(r.reconstruction_max_abs)});
+  std::cout << t.str();
+  if (r.T > 1)
+    std::cout << "\nlargest asymmetry at i = " << labels_at(labels, r.max_i) << ", j = " << labels_at(labels, r.max_j)
+              << ": S_ij = " << fmt(r.S_ij, 3) << ", S_ji = " << fmt(r.S_ji, 3) << "\n";
+}
+
+// ---- swap ------------------------------------------------------------------------------------------
+
+void run_swap(const ExpArgs& a) {
+  const LoadedModel lm = load_model_arg(a.m);
+  an::check_head(lm.model, a.layer, a.head);
+  const auto ids = experiment_ids(lm, a.m);
+  const an::SwapResult r = an::swap_query_key(lm.model, ids, a.layer, a.head);
+  if (a.json) {
+    print_json({{"layer", r.layer}, {"head", r.head}, {"tokens", r.T}, {"S_vs_model_max_abs", r.S_vs_model_max_abs},
+                {"full_swap", {{"vs_ST_max_abs", r.full_vs_ST_max_abs}, {"vs_ST_rel", r.full_vs_ST_rel}}},
+                {"matrices_only", {{"vs_S_rel", r.matrices_vs_S_rel}, {"vs_ST_rel", r.matrices_vs_ST_rel}}},
+                {"pattern", {{"full_swap_vs_AT_rel", r.pattern_full_vs_AT_rel},
+                             {"full_swap_vs_A_rel", r.pattern_full_vs_A_rel},
+                             {"column_sum_max_dev", r.column_sum_max_dev}}}});
+    return;
+  }
+  std::cout << "layer " << r.layer << ", head " << r.head << ", " << r.T
+            << " tokens; S recomputed here from the sliced maps (max |S − model| " << fmt_sci(r.S_vs_model_max_abs)
+            << ")\n\n";
+  report::Table t({"swap", "compared with", "‖·‖_F / ‖S‖_F", "max |diff|"});
+  t.add({"Q ↔ K, matrix and bias", "Sᵀ", fmt_sci(r.full_vs_ST_rel), fmt_sci(r.full_vs_ST_max_abs)});
+  t.add({"Q ↔ K, matrices only", "S", fmt(r.matrices_vs_S_rel, 4), ""});
+  t.add({"Q ↔ K, matrices only", "Sᵀ", fmt(r.matrices_vs_ST_rel, 4), ""});
+  t.add({"pattern of the full swap", "Aᵀ (A = softmax(mask(S)))", fmt(r.pattern_full_vs_AT_rel, 4), ""});
+  t.add({"pattern of the full swap", "A", fmt(r.pattern_full_vs_A_rel, 4), ""});
+  std::cout << t.str() << "\nThe full swap is an identity (the dot product commutes): it tests the slicing, not the "
+                          "model. Rows of A sum to 1, columns do not (max |column sum − 1| = "
+            << fmt(r.column_sum_max_dev, 3) << "), so no transpose survives the mask and the softmax.\n";
+}
+
+// ---- heads -----------------------------------------------------------------------------------------
+
+struct HeadsArgs {
+  ExpArgs e;
+  int n = 0, batch = 4, bos = -1, top = 0;
+  uint64_t seed = 0;
+  std::string sort = "induction";
+};
+
+void run_heads(const HeadsArgs& a) {
+  const LoadedModel lm = load_model_arg(a.e.m);
+  const GPT2Config& c = lm.model.config;
+  const int start = a.bos >= 0 ? 1 : 0;
+  const int max_n = (c.n_positions - start) / 2;
+  if (max_n < 1) usage_error("--seq-len: the model has only " + std::to_string(c.n_positions) + " positions");
+  const int n = a.n > 0 ? a.n : std::min(50, max_n);
+  if (n > max_n)
+    usage_error("--seq-len: " + std::to_string(n) + " is outside [1, " + std::to_string(max_n) +
+                "] (the repeated sequence must fit the model's " + std::to_string(c.n_positions) + " positions)");
+  if (a.bos >= c.vocab_size)
+    usage_error("--bos: " + std::to_string(a.bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
+  std::vector<int> text;
+  if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = input_ids(lm, a.e.m);
+  const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
+  an::HeadScan scan = an::scan_heads(lm.model, seqs, n, a.bos, text);
+  auto key = [&](const an::HeadScores& s) {
+    return a.sort == "previous" ? s.previous_token : a.sort == "duplicate" ? s.duplicate_token : s.induction;
+  };
+  std::vector<an::HeadScores> ranked = scan.heads;
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) { return key(x) > key(y); });
+  if (a.e.json) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& s : scan.heads) {
+      nlohmann::json j = {{"layer", s.layer}, {"head", s.head}, {"previous_token", s.previous_token},
+                          {"duplicate_token", s.duplicate_token}, {"induction", s.induction},
+                          {"induction_detector", s.induction_detector}};
+      if (scan.has_text)
+        j["text"] = {{"previous_token", s.text_previous_token}, {"duplicate_token", s.text_duplicate_token},
+                     {"induction", s.text_induction}};
+      heads.push_back(j);
+    }
+    auto best = [&](auto score) {
+      const auto it = std::max_element(scan.heads.begin(), scan.heads.end(),
+                                       [&](const auto& x, const auto& y) { return score(x) < score(y); });
+      return nlohmann::json{{"layer", it->layer}, {"head", it->head}, {"score", score(*it)}};
+    };
+    print_json({{"seq_len", n}, {"batch", a.batch}, {"seed", a.seed}, {"bos", a.bos},
+                {"text_tokens", scan.has_text ? scan.text_tokens : 0}, {"heads", heads},
+                {"best", {{"previous_token", best([](const auto& s) { return s.previous_token; })},
+                          {"duplicate_token", best([](const auto& s) { return s.duplicate_token; })},
+                          {"induction", best([](const auto& s) { return s.induction; })}}}});
+    return;
+  }
+  std::cout << a.batch << " random sequences of " << n << " tokens, each repeated twice (seed " << a.seed
+            << (a.bos >= 0 ? ", BOS " + std::to_string(a.bos) : std::string()) << ")"
+            << (scan.has_text ? "; and the given text (" + std::to_string(scan.text_tokens) + " tokens)" : "")
+            << ".\nprevious / duplicate: TransformerLens's detector (attention mass on the expected positions over "
+               "the total); induction: mean of the pattern's (1 − n) diagonal on the repeated half.\n\n";
+  std::vector<std::string> header = {"layer.head", "previous", "duplicate", "induction", "induction (detector)"};
+  if (scan.has_text)
+    for (std::string h : {"text previous", "text duplicate", "text induction"}) header.push_back(h);
+  report::Table t(header);
+  const size_t shown = a.top > 0 ? std::min(ranked.size(), size_t(a.top)) : ranked.size();
+  for (size_t i = 0; i < shown; i++) {
+    const auto& s = ranked[i];
+    std::vector<std::string> row = {std::to_string(s.layer) + "." + std::to_string(s.head), fmt(s.previous_token, 3),
+                                    fmt(s.duplicate_token, 3), fmt(s.induction, 3), fmt(s.induction_detector, 3)};
+    if (scan.has_text)
+      for (double v : {s.text_previous_token, s.text_duplicate_token, s.text_induction}) row.push_back(fmt(v, 3));
+    t.add(row);
+  }
+  std::cout << t.str();
+}
+
+}  // namespace
+
+void register_experiments(CLI::App& app) {
+  {
+    auto* cmd = app.add_subcommand("project", "Seed 000's check: slice c_attn yourself, reproduce q, k, v; the two traps");
+    auto a = std::make_shared<ExpArgs>();
+    add_common(cmd, *a, true, true, false);
+    cmd->callback([a] { run_project(*a); });
+  }
+  {
+    auto* cmd = app.add_subcommand("scores", "Raw scores S against Sᵀ, W_Q W_Kᵀ's antisymmetric share, the biases' share");
+    auto a = std::make_shared<ExpArgs>();
+    add_common(cmd, *a, true, true, true);
+    cmd->callback([a] { run_scores(*a); });
+  }
+  {
+    auto* cmd = app.add_subcommand("swap", "Swap the query and key maps: fully (Sᵀ), matrices only (neither), after softmax");
+    auto a = std::make_shared<ExpArgs>();
+    add_common(cmd, *a, true, true, true);
+    cmd->callback([a] { run_swap(*a); });
+  }
+  {
+    auto* cmd = app.add_subcommand("heads", "Previous-token, duplicate-token and induction scores of every head, ranked");
+    auto a = std::make_shared<HeadsArgs>();
+    add_common(cmd, a->e, true, false, false);
+    cmd->add_option("--seq-len", a->n, "length of the random sequence that is repeated (default min(50, fits))");
+    cmd->add_option("--batch", a->batch, "random sequences averaged over")->check(CLI::Range(1, 1000));
+    cmd->add_option("--seed", a->seed, "random seed");
+    cmd->add_option("--bos", a->bos, "prepend this token id (default: none)");
+    cmd->add_option("--sort", a->sort, "rank by induction, previous or duplicate")
+        ->check(CLI::IsMember({"induction", "previous", "duplicate"}));
+    cmd->add_option("--top", a->top, "show only the best N heads (text output)")->check(CLI::Range(0, 1 << 20));
+    cmd->callback([a] { run_heads(*a); });
+  }
+}
+
+QKV_COMMAND(30, register_experiments);
+
+}  // namespace qkv::cli
