@@ -23,6 +23,16 @@ Matrix matmul(const Matrix& A, const Matrix& B, bool tA, bool tB) {
   Matrix C(M, N);
   if (M == 0 || N == 0) return C;
   if (K == 0) return C;
+  // Small products (most per-head [dh, dh] ones) in plain loops: a threaded BLIS call costs more than the
+  // arithmetic there, and far more when the machine is busy (its threads wait for each other).
+  if (double(M) * N * K < double(1 << 18)) {
+    for (int i = 0; i < M; i++)
+      for (int p = 0; p < K; p++) {
+        const double a = tA ? A(p, i) : A(i, p);
+        for (int j = 0; j < N; j++) C(i, j) += a * (tB ? B(j, p) : B(p, j));
+      }
+    return C;
+  }
   gemm<double>(tA, tB, M, N, K, 1.0, A.a.data(), A.cols, B.a.data(), B.cols, 0.0, C.a.data(), N);
   return C;
 }

@@ -1,0 +1,133 @@
+// qkv's experiments against numbers computed independently with numpy (tests/reference/
+// check_experiments.py, full [d, d] and [V, V] products, numpy eigvals, TransformerLens-style masks) on
+// the committed fixture models. The C++ side runs the fp32 forward, so tolerances are ~1e-4 relative.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/projections.hpp"
+#include "qkv/analysis/scores.hpp"
+#include "qkv/analysis/swap.hpp"
+
+namespace qkv::analysis {
+namespace {
+
+const std::string kFixtures = std::string(QKV_SOURCE_DIR) + "/tests/reference/fixtures/";
+
+struct Case {
+  std::string name;
+  GPT2 model;
+  nlohmann::json ref;
+};
+
+const Case& fixture(const std::string& name) {
+  static std::map<std::string, Case> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Case c{name, load_model(kFixtures + name), {}};
+    std::ifstream f(kFixtures + "experiments/" + name + ".json");
+    EXPECT_TRUE(f.good()) << "run /usr/bin/python3 tests/reference/check_experiments.py";
+    c.ref = nlohmann::json::parse(f);
+    it = cache.emplace(name, std::move(c)).first;
+  }
+  return it->second;
+}
+
+std::vector<int> ints(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
+
+// |got − want| ≤ rel·|want| + abs
+void near(double got, const nlohmann::json& want, double rel, double abs, const std::string& what) {
+  const double w = want.get<double>();
+  EXPECT_NEAR(got, w, rel * std::abs(w) + abs) << what;
+}
+
+class Reference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Reference, Project) {
+  const Case& c = fixture(GetParam());
+  const auto ids = ints(c.ref["tokens"]);
+  for (int l = 0; l < c.model.config.n_layer; l++) {
+    const ProjectionResult r = project(c.model, ids, l);
+    const auto& want = c.ref["project"][size_t(l)];
+    const ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
+    const char* names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+      const std::string at = GetParam() + " layer " + std::to_string(l) + " " + names[i];
+      near(parts[i]->ln_trap_rel, want[names[i]]["ln_trap_rel"], 1e-4, 1e-6, at + " ln trap");
+      near(parts[i]->bias_trap_rel, want[names[i]]["bias_trap_rel"], 1e-4, 1e-6, at + " bias trap");
+      EXPECT_LT(parts[i]->max_abs_diff, 1e-5 * std::max(1.0, parts[i]->max_abs)) << at;
+    }
+    EXPECT_LT(r.heads_max_abs_diff, 1e-4);
+    EXPECT_LT(r.ln_max_abs_diff, 1e-5);
+  }
+}
+
+TEST_P(Reference, Scores) {
+  const Case& c = fixture(GetParam());
+  const auto ids = ints(c.ref["tokens"]);
+  for (const auto& want : c.ref["scores"]) {
+    const int l = want["layer"], h = want["head"];
+    const std::string at = GetParam() + " " + std::to_string(l) + "." + std::to_string(h);
+    const ScoresResult r = score_asymmetry(c.model, ids, l, h);
+    near(r.asym_rel, want["asym_rel"], 1e-4, 1e-6, at + " asym_rel");
+    near(r.max_asym, want["max_asym"], 1e-4, 1e-5, at + " max_asym");
+    EXPECT_EQ(r.max_i, want["max_i"].get<int>()) << at;
+    EXPECT_EQ(r.max_j, want["max_j"].get<int>()) << at;
+    near(r.M.norm, want["M_norm"], 1e-10, 0, at + " ‖M‖");  // from the same fp32 weights: double exact
+    near(r.M.antisym_share, want["antisym_share"], 1e-9, 0, at + " antisym share");
+    for (const char* k : {"share_xx", "share_xb", "share_bx", "share_bb", "bias_share", "bias_share_softmax"}) {
+      const double got = std::string(k) == "share_xx"   ? r.share_xx
+                         : std::string(k) == "share_xb" ? r.share_xb
+                         : std::string(k) == "share_bx" ? r.share_bx
+                         : std::string(k) == "share_bb" ? r.share_bb
+                         : std::string(k) == "bias_share" ? r.bias_share
+                                                          : r.bias_share_softmax;
+      near(got, want[k], 1e-4, 1e-6, at + " " + k);
+    }
+    EXPECT_LT(r.reconstruction_max_abs, 1e-4) << at;
+  }
+}
+
+TEST_P(Reference, Swap) {
+  const Case& c = fixture(GetParam());
+  const auto ids = ints(c.ref["tokens"]);
+  for (const auto& want : c.ref["swap"]) {
+    const int l = want["layer"], h = want["head"];
+    const std::string at = GetParam() + " " + std::to_string(l) + "." + std::to_string(h);
+    const SwapResult r = swap_query_key(c.model, ids, l, h);
+    EXPECT_LT(r.full_vs_ST_max_abs, 1e-12) << at;
+    EXPECT_LT(r.S_vs_model_max_abs, 1e-4) << at;
+    near(r.matrices_vs_S_rel, want["matrices_vs_S_rel"], 1e-4, 1e-6, at);
+    near(r.matrices_vs_ST_rel, want["matrices_vs_ST_rel"], 1e-4, 1e-6, at);
+    near(r.pattern_full_vs_AT_rel, want["pattern_full_vs_AT_rel"], 1e-4, 1e-6, at);
+    near(r.pattern_full_vs_A_rel, want["pattern_full_vs_A_rel"], 1e-4, 1e-6, at);
+    near(r.column_sum_max_dev, want["column_sum_max_dev"], 1e-4, 1e-6, at);
+  }
+}
+
+TEST_P(Reference, Heads) {
+  const Case& c = fixture(GetParam());
+  std::vector<std::vector<int>> rep;
+  for (const auto& s : c.ref["repeated"]) rep.push_back(ints(s));
+  const HeadScan scan = scan_heads(c.model, rep, c.ref["n_repeat"], -1, ints(c.ref["tokens"]));
+  ASSERT_EQ(scan.heads.size(), c.ref["heads"].size());
+  for (const auto& want : c.ref["heads"]) {
+    const int l = want["layer"], h = want["head"];
+    const HeadScores& s = scan.heads[size_t(l) * c.model.config.n_head + h];
+    const std::string at = GetParam() + " " + std::to_string(l) + "." + std::to_string(h);
+    near(s.previous_token, want["previous_token"], 1e-4, 1e-6, at + " previous");
+    near(s.duplicate_token, want["duplicate_token"], 1e-4, 1e-6, at + " duplicate");
+    near(s.induction, want["induction"], 1e-4, 1e-6, at + " induction");
+    near(s.induction_detector, want["induction_detector"], 1e-4, 1e-6, at + " induction detector");
+    near(s.text_previous_token, want["text_previous_token"], 1e-4, 1e-6, at + " text previous");
+    near(s.text_duplicate_token, want["text_duplicate_token"], 1e-4, 1e-6, at + " text duplicate");
+    near(s.text_induction, want["text_induction"], 1e-4, 1e-6, at + " text induction");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Reference, ::testing::Values("tiny", "tiny_attn_only"));
+
+}  // namespace
+}  // namespace qkv::analysis
