@@ -1,6 +1,7 @@
 #include "qkv/gemm.hpp"
 
 #include <blis.h>
+#include <omp.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -20,6 +21,19 @@ bool cpu_has_skx_subset() {
 }
 
 trans_t trans(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
+
+// Inside any OpenMP region (e.g. the trainer's threads over sequences) BLIS must not start a nested
+// team of its own: libgomp does not pool nested teams, so every call would create threads (measured:
+// >100x slower). There BLIS runs single-threaded; elsewhere with the global thread count.
+// Small products run single-threaded too: below about 4 MFLOP, waking a second thread costs more
+// than it saves (measured: a 2-layer d=64 forward over 128 tokens took 291 ms with 2 BLIS threads per
+// call, 1.3 ms with 1).
+rntm_t* runtime(rntm_t* local, int M, int N, int K) {
+  if (omp_get_level() == 0 && double(M) * N * K >= 2e6) return nullptr;
+  bli_rntm_init(local);
+  bli_rntm_set_num_threads(1, local);
+  return local;
+}
 
 }  // namespace
 
@@ -52,8 +66,9 @@ void gemm<float>(bool tA, bool tB, int M, int N, int K, float alpha, const float
                  int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   gemm_init();
-  bli_sgemm(trans(tA), trans(tB), M, N, K, &alpha, const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1,
-            &beta, C, ldc, 1);
+  rntm_t local;
+  bli_sgemm_ex(trans(tA), trans(tB), M, N, K, &alpha, const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1,
+               &beta, C, ldc, 1, nullptr, runtime(&local, M, N, K));
 }
 
 template <>
@@ -61,8 +76,9 @@ void gemm<double>(bool tA, bool tB, int M, int N, int K, double alpha, const dou
                   int ldb, double beta, double* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   gemm_init();
-  bli_dgemm(trans(tA), trans(tB), M, N, K, &alpha, const_cast<double*>(A), lda, 1, const_cast<double*>(B), ldb, 1,
-            &beta, C, ldc, 1);
+  rntm_t local;
+  bli_dgemm_ex(trans(tA), trans(tB), M, N, K, &alpha, const_cast<double*>(A), lda, 1, const_cast<double*>(B), ldb,
+               1, &beta, C, ldc, 1, nullptr, runtime(&local, M, N, K));
 }
 
 template <class T>

@@ -1,0 +1,81 @@
+// Training a GPT-2 in C++: AdamW, warm-up then cosine learning rate, gradient clipping, data
+// sources, and the loop. Deterministic for a given seed and thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qkv/model.hpp"
+
+namespace qkv {
+
+struct TrainSettings {
+  int steps = 3000;
+  int batch = 32;            // sequences per step
+  double lr = 1e-3;          // peak learning rate
+  double min_lr_ratio = 0.1; // cosine decays to lr · min_lr_ratio
+  int warmup = 100;          // linear warm-up steps
+  double weight_decay = 0.1; // decoupled, on ParamSpec::decay parameters only
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  double clip = 1.0;         // global gradient-norm clip (0 = off)
+  uint64_t seed = 0;
+  int eval_every = 100;      // steps between evaluations (in-context loss)
+  int threads = 0;           // 0 = all cores; results are deterministic for a fixed count
+};
+
+// One training sequence: ids [T] and targets [T] (−1 = no loss at that position).
+struct Sample {
+  std::vector<int> ids, targets;
+};
+using DataSource = std::function<Sample(std::mt19937_64&)>;
+
+// Sequences of uniformly random tokens in which random segments recur — half of them a random
+// prefix repeated twice, the rest with several earlier segments copied later — the task on which
+// the seeds' two-head induction circuit forms.
+DataSource induction_data(int vocab, int seq_len);
+
+// Random windows of seq_len + 1 tokens from a tokenized corpus.
+DataSource text_data(std::vector<int> tokens, int seq_len);
+
+// AdamW over the model's parameter table: m, v moments, bias correction, decoupled weight decay.
+class AdamW {
+ public:
+  AdamW(const GPT2& model, const TrainSettings& s);
+  void step(GPT2& model, const std::vector<float>& grads, double lr);
+  int64_t steps_taken() const { return t_; }
+
+ private:
+  TrainSettings s_;
+  std::vector<float> m_, v_;
+  std::vector<uint8_t> decay_;  // per parameter element, from the table
+  int64_t t_ = 0;
+};
+
+double learning_rate(const TrainSettings& s, int step);  // warm-up then cosine
+
+// L2 norm of all gradients; scales them to `clip` when larger (clip > 0). Returns the norm before.
+double clip_grad_norm(std::vector<float>& grads, double clip);
+
+// Loss on the first and on the repeated half of random sequences of n tokens repeated twice
+// (positions whose next token is predictable from context only in the second half).
+struct InContextLoss {
+  double first_half = 0, repeated_half = 0;
+  double in_context() const { return repeated_half - first_half; }
+};
+InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t seed);
+
+struct TrainRecord {
+  int step = 0;
+  double lr = 0, loss = 0, grad_norm = 0, seconds = 0, tokens_per_second = 0;
+  bool evaluated = false;
+  InContextLoss eval;
+};
+
+// The loop: for each step, `batch` samples (threads over samples, per-thread gradient buffers
+// summed in a fixed order), mean loss, clip, AdamW. `on_step` sees every record (progress, CSV).
+std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainSettings& s, int eval_n,
+                               const std::function<void(const TrainRecord&)>& on_step);
+
+}  // namespace qkv

@@ -1,0 +1,160 @@
+// qkv train — train a GPT-2 in C++: the induction preset that makes the bundled model, or a user's text.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli.hpp"
+#include "qkv/error.hpp"
+#include "qkv/io/atomic_file.hpp"
+#include "qkv/io/config_json.hpp"
+#include "qkv/model_files.hpp"
+#include "qkv/report/table.hpp"
+#include "qkv/train/train.hpp"
+#include "train_report.hpp"
+
+namespace fs = std::filesystem;
+
+namespace qkv::cli {
+namespace {
+
+struct TrainArgs {
+  std::string preset, data, config, tokenizer, out;
+  int seq_len = 0, eval_n = 0;
+  TrainSettings s;
+};
+
+// The bundled model's recipe: a 2-layer attention-only GPT-2 on bytes, where induction forms.
+GPT2Config induction_config() {
+  GPT2Config c;
+  c.vocab_size = 256;
+  c.n_positions = 256;
+  c.n_embd = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.attn_only = true;
+  return c;
+}
+
+std::string hms(double seconds) {
+  const int s = int(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
+  return buf;
+}
+
+// One line, redrawn in place on a terminal; every 10% as its own line otherwise (CI logs).
+void progress(const TrainRecord& r, int steps) {
+  static const bool tty = isatty(STDERR_FILENO);
+  const double frac = double(r.step) / steps;
+  const double left = r.seconds / frac - r.seconds;
+  const int width = 24, filled = int(frac * width);
+  char line[256];
+  std::snprintf(line, sizeof line, "step %5d/%d [%s%s] loss %.3f  %.1fk tok/s  %s elapsed, %s left", r.step, steps,
+                std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), r.loss,
+                r.tokens_per_second / 1000, hms(r.seconds).c_str(), hms(left).c_str());
+  if (tty) {
+    std::fprintf(stderr, "\r%s\033[K", line);
+    if (r.step == steps) std::fprintf(stderr, "\n");
+  } else if (r.step == 1 || r.step == steps || (r.step * 10 / steps) != ((r.step - 1) * 10 / steps)) {
+    std::fprintf(stderr, "%s\n", line);
+  }
+}
+
+std::string settings_json(const TrainArgs& a) {
+  const TrainSettings& s = a.s;
+  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},         {"seq_len", a.seq_len},
+                      {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
+                      {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
+                      {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
+                      {"seed", s.seed},          {"threads", s.threads}};
+  return j.dump();
+}
+
+void run_train(TrainArgs a) {
+  if (a.preset.empty() == a.data.empty()) usage_error("train: give either --preset induction or --data FILE");
+  GPT2Config config;
+  Tokenizer tok = Tokenizer::byte_level();
+  DataSource data;
+  if (a.preset == "induction") {
+    config = induction_config();
+    if (!a.seq_len) a.seq_len = 128;
+    if (!a.eval_n) a.eval_n = 50;
+    if (a.seq_len > config.n_positions) usage_error("--seq-len: at most n_positions = 256 for this preset");
+    data = induction_data(config.vocab_size, a.seq_len);
+  } else {
+    if (a.config.empty()) usage_error("--data needs --config CONFIG.json (the model's shape)");
+    config = io::read_config_json(a.config);
+    if (!a.tokenizer.empty()) tok = Tokenizer::from_dir(a.tokenizer);
+    if (tok.vocab_size() > config.vocab_size)
+      usage_error("the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens but --config's vocab_size is " +
+                  std::to_string(config.vocab_size));
+    std::ifstream f(a.data, std::ios::binary);
+    if (!f) data_error(a.data + ": cannot open the training text");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!a.seq_len) a.seq_len = std::min(128, config.n_positions);
+    if (a.seq_len > config.n_positions)
+      usage_error("--seq-len " + std::to_string(a.seq_len) + " exceeds n_positions " + std::to_string(config.n_positions));
+    data = text_data(tok.encode(text), a.seq_len);
+    if (!a.eval_n && 2 * 20 <= config.n_positions) a.eval_n = 20;
+  }
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
+
+  GPT2 model(config);
+  init_gpt2(model, a.s.seed);
+  std::cerr << "training " << model.num_parameters() << " parameters (" << config.n_layer << " layers × "
+            << config.n_head << " heads of " << config.head_dim() << (config.attn_only ? ", attention-only" : "")
+            << ") for " << a.s.steps << " steps of " << a.s.batch << " × " << a.seq_len << " tokens\n";
+  const auto history = train(model, data, a.s, a.eval_n, [&](const TrainRecord& r) { progress(r, a.s.steps); });
+
+  const fs::path out(a.out);
+  io::write_config_json((out / "config.json").string(), config);
+  tok.write_files(a.out);
+  save_model(model, (out / "model.safetensors").string(),
+             {{"qkv_train", settings_json(a)}, {"qkv_final_loss", std::to_string(history.back().loss)}});
+  write_train_csv((out / "train.csv").string(), history);
+  write_train_svg((out / "loss.svg").string(), history, a.eval_n);
+  const TrainRecord& last = history.back();
+  std::cout << "wrote " << a.out << "/ (model.safetensors, config.json, vocab.json, merges.txt, train.csv, loss.svg)\n"
+            << "final loss " << report::fmt(last.loss, 3) << " after " << last.step << " steps in "
+            << hms(last.seconds) << "\n";
+  if (last.evaluated)
+    std::cout << "in-context loss on " << a.eval_n << "-token random sequences repeated twice: first half "
+              << report::fmt(last.eval.first_half, 3) << ", repeated half " << report::fmt(last.eval.repeated_half, 3)
+              << " nats\n";
+}
+
+void register_train(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a GPT-2 in C++ (--preset induction makes the bundled model)");
+  auto a = std::make_shared<TrainArgs>();
+  cmd->add_option("--preset", a->preset, "induction: 2-layer attention-only, bytes, recurring random segments")
+      ->check(CLI::IsMember({"induction"}));
+  cmd->add_option("--data", a->data, "train on this text file instead (needs --config)");
+  cmd->add_option("--config", a->config, "config.json giving the model's shape (with --data)");
+  cmd->add_option("--tokenizer", a->tokenizer, "directory with vocab.json + merges.txt (default: bytes)");
+  cmd->add_option("--out", a->out, "output directory")->required();
+  cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
+  cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));
+  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::Range(8, 1 << 16));
+  cmd->add_option("--lr", a->s.lr, "peak learning rate")->check(CLI::Range(1e-8, 10.0));
+  cmd->add_option("--warmup", a->s.warmup, "warm-up steps")->check(CLI::Range(0, 10000000));
+  cmd->add_option("--weight-decay", a->s.weight_decay, "AdamW decoupled weight decay")->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--clip", a->s.clip, "gradient-norm clip (0 = off)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--seed", a->s.seed, "random seed (initialisation and data)");
+  cmd->add_option("--threads", a->s.threads, "threads (0 = all cores); fixed threads give identical results")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--eval-every", a->s.eval_every, "steps between in-context loss evaluations")
+      ->check(CLI::Range(1, 10000000));
+  cmd->callback([a] { run_train(*a); });
+}
+
+}  // namespace
+
+QKV_COMMAND(90, register_train);
+
+}  // namespace qkv::cli
