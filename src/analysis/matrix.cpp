@@ -66,3 +66,12 @@ double trace_of_product(const Matrix& A, const Matrix& B) {
 }
 
 }  // namespace qkv::analysis
+
+namespace qkv::analysis {
+Matrix block(const Matrix& m, int r0, int c0, int nr, int nc) {
+  Matrix b(nr, nc);
+  for (int i = 0; i < nr; i++)
+    for (int j = 0; j < nc; j++) b(i, j) = m(r0 + i, c0 + j);
+  return b;
+}
+}  // namespace qkv::analysis

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/projections.hpp"
 #include "qkv/analysis/scores.hpp"
@@ -125,6 +126,38 @@ TEST_P(Reference, Heads) {
     near(s.text_duplicate_token, want["text_duplicate_token"], 1e-4, 1e-6, at + " text duplicate");
     near(s.text_induction, want["text_induction"], 1e-4, 1e-6, at + " text induction");
   }
+}
+
+TEST_P(Reference, Circuits) {
+  const Case& c = fixture(GetParam());
+  const CircuitsResult r = circuits(c.model);
+  ASSERT_EQ(r.heads.size(), c.ref["circuits"].size());
+  for (size_t i = 0; i < r.heads.size(); i++) {
+    const auto& want = c.ref["circuits"][i];
+    const HeadCircuit& got = r.heads[i];
+    ASSERT_EQ(got.layer, want["layer"].get<int>());
+    ASSERT_EQ(got.head, want["head"].get<int>());
+    const std::string at = GetParam() + " " + std::to_string(got.layer) + "." + std::to_string(got.head);
+    near(got.qk_norm, want["qk_norm"], 1e-10, 0, at + " ‖QK‖");
+    near(got.ov_norm, want["ov_norm"], 1e-10, 0, at + " ‖OV‖");
+    // numpy's eigvals of the whole [V, V] matrix (with ~V spurious near-zero eigenvalues) vs ours of [dh, dh]
+    near(got.copying, want["copying"], 1e-8, 1e-10, at + " copying");
+  }
+  ASSERT_EQ(r.compositions.size(), c.ref["composition"].size());
+  for (size_t i = 0; i < r.compositions.size(); i++) {
+    const auto& want = c.ref["composition"][i];
+    const Composition& got = r.compositions[i];
+    ASSERT_EQ(got.l1, want["src"][0].get<int>());
+    ASSERT_EQ(got.h1, want["src"][1].get<int>());
+    ASSERT_EQ(got.l2, want["dst"][0].get<int>());
+    ASSERT_EQ(got.h2, want["dst"][1].get<int>());
+    near(got.q, want["q"], 1e-10, 0, "q-comp");
+    near(got.k, want["k"], 1e-10, 0, "k-comp");
+    near(got.v, want["v"], 1e-10, 0, "v-comp");
+  }
+  // The random baseline sits near where the model's random-weight heads are, well below 1.
+  EXPECT_GT(r.baseline.q_mean, 0.05);
+  EXPECT_LT(r.baseline.q_mean, 0.6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Reference, ::testing::Values("tiny", "tiny_attn_only"));

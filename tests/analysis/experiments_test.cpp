@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/projections.hpp"
@@ -65,6 +66,42 @@ TEST(Bilinear, SymmetricAndAntisymmetricExtremes) {
   Matrix Wq(10, 2), Wk(10, 2);
   for (int i = 0; i < 10; i++) Wq(i, 0) = a(i, 0), Wq(i, 1) = a(i, 1), Wk(i, 0) = a(i, 1), Wk(i, 1) = -a(i, 0);
   EXPECT_NEAR(bilinear_norms(Wq, Wk).antisym_share, 1.0, 1e-9);
+}
+
+TEST(Circuits, FactoredCompositionMatchesFullProducts) {
+  std::mt19937_64 rng(9);
+  const int d = 17, r1 = 3, r2 = 5;
+  const Matrix A1 = random_matrix(d, r1, rng), B1 = random_matrix(r1, d, rng);
+  const Matrix A2 = random_matrix(d, r2, rng), B2 = random_matrix(r2, d, rng);
+  const Matrix left = matmul(A1, B1), right = matmul(A2, B2);  // the [d, d] products the slow twin may form
+  const double full = frobenius(matmul(left, right)) / (frobenius(left) * frobenius(right));
+  EXPECT_NEAR(composition_score(A1, B1, A2, B2), full, 1e-12);
+  EXPECT_NEAR(low_rank_norm(A1, B1), frobenius(left), 1e-12 * frobenius(left));
+  // A later head reading exactly what the earlier head writes composes far above a random one.
+  EXPECT_GT(composition_score(A1, B1, transpose(B1), transpose(A1)), 3 * full);
+}
+
+TEST(Circuits, CopyingHeadScoresOne) {
+  // Attention-only model whose head 0.0 has W_V W_O = I on a subspace and W_E's Gram positive: every
+  // eigenvalue of W_O W_U W_E W_V is then positive, so the copying score is 1; negating W_O makes it −1.
+  GPT2Config c = tiny().config;
+  c.attn_only = true, c.n_layer = 1;
+  GPT2 m(c);
+  init_gpt2(m, 5);
+  const int d = c.n_embd, dh = c.head_dim();
+  AttentionParams<float> p = m.attention(0, m.params.data());
+  float* W_attn = const_cast<float*>(p.W_attn);
+  float* W_O = const_cast<float*>(p.W_O);
+  for (int i = 0; i < d; i++)
+    for (int e = 0; e < dh; e++) {
+      W_attn[int64_t(i) * 3 * d + 2 * d + e] = (i == e) ? 1.f : 0.f;  // W_V^0 = [I; 0]
+      W_O[int64_t(e) * d + i] = (i == e) ? 1.f : 0.f;                  // W_O^0 = [I 0]
+    }
+  CircuitsOptions o;
+  o.fold_ln = false, o.baseline_samples = 0;
+  EXPECT_NEAR(circuits(m, o).heads[0].copying, 1.0, 1e-9);
+  for (int e = 0; e < dh; e++) W_O[int64_t(e) * d + e] = -1.f;
+  EXPECT_NEAR(circuits(m, o).heads[0].copying, -1.0, 1e-9);
 }
 
 TEST(Project, ReproducesTheForwardAndTheTrapsAreLarge) {

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "model_input.hpp"
+#include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/projections.hpp"
@@ -235,6 +236,66 @@ void run_heads(const HeadsArgs& a) {
   std::cout << t.str();
 }
 
+// ---- circuits --------------------------------------------------------------------------------------
+
+struct CircuitsArgs {
+  ExpArgs e;
+  an::CircuitsOptions o;
+  bool no_fold = false;
+  int top = 10;
+};
+
+void run_circuits(CircuitsArgs a) {
+  const LoadedModel lm = load_model_arg(a.e.m);
+  a.o.fold_ln = !a.no_fold;
+  const an::CircuitsResult r = an::circuits(lm.model, a.o);
+  const an::CompositionBaseline& b = r.baseline;
+  if (a.e.json) {
+    nlohmann::json heads = nlohmann::json::array(), comp = nlohmann::json::array();
+    for (const auto& c : r.heads)
+      heads.push_back({{"layer", c.layer}, {"head", c.head}, {"qk_norm", c.qk_norm},
+                       {"qk_antisym_share", c.qk_antisym_share}, {"ov_norm", c.ov_norm}, {"copying", c.copying}});
+    for (const auto& c : r.compositions)
+      comp.push_back({{"from", {c.l1, c.h1}}, {"to", {c.l2, c.h2}}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
+    print_json({{"fold_ln", r.options.fold_ln}, {"heads", heads}, {"composition", comp},
+                {"baseline", {{"samples", b.samples}, {"q_mean", b.q_mean}, {"q_std", b.q_std}, {"k_mean", b.k_mean},
+                              {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}});
+    return;
+  }
+  std::cout << "Per head (" << (r.options.fold_ln ? "ln_1 and ln_f weights folded in" : "raw weights")
+            << "): QK = W_Q W_Kᵀ, OV = W_V W_O, both from their [dh, dh] factors; copying = Σλ/Σ|λ| of "
+               "W_E·OV·W_U (1 = copies the token it attends to).\n\n";
+  report::Table t({"layer.head", "‖QK‖_F", "QK antisym share", "‖OV‖_F", "OV copying"});
+  for (const auto& c : r.heads)
+    t.add({std::to_string(c.layer) + "." + std::to_string(c.head), fmt(c.qk_norm, 3), fmt(c.qk_antisym_share, 3),
+           fmt(c.ov_norm, 3), r.options.copying ? fmt(c.copying, 3) : "-"});
+  std::cout << t.str();
+  if (r.compositions.empty()) {
+    std::cout << "\nOne layer: no compositions.\n";
+    return;
+  }
+  std::cout << "\nComposition ‖left·right‖_F/(‖left‖_F‖right‖_F), left = the earlier head's OV; Q: right = QK, K: "
+               "right = QKᵀ, V: right = OV. Random factors of the same shapes ("
+            << b.samples << " samples): Q " << fmt(b.q_mean, 3) << " ± " << fmt(b.q_std, 3) << ", K "
+            << fmt(b.k_mean, 3) << " ± " << fmt(b.k_std, 3) << ", V " << fmt(b.v_mean, 3) << " ± " << fmt(b.v_std, 3)
+            << ".\n";
+  const std::pair<const char*, double an::Composition::*> kinds[3] = {
+      {"K", &an::Composition::k}, {"Q", &an::Composition::q}, {"V", &an::Composition::v}};
+  const double means[3] = {b.k_mean, b.q_mean, b.v_mean};
+  for (int i = 0; i < 3; i++) {
+    auto sorted = r.compositions;
+    const auto field = kinds[i].second;
+    std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) { return x.*field > y.*field; });
+    std::cout << "\n" << kinds[i].first << "-composition, top " << std::min<size_t>(sorted.size(), size_t(a.top)) << ":\n";
+    report::Table c({"from", "to", "score", "− baseline"});
+    for (size_t j = 0; j < sorted.size() && j < size_t(a.top); j++)
+      c.add({std::to_string(sorted[j].l1) + "." + std::to_string(sorted[j].h1),
+             std::to_string(sorted[j].l2) + "." + std::to_string(sorted[j].h2), fmt(sorted[j].*field, 3),
+             fmt(sorted[j].*field - means[i], 3)});
+    std::cout << c.str();
+  }
+}
+
 }  // namespace
 
 void register_experiments(CLI::App& app) {
@@ -268,6 +329,16 @@ void register_experiments(CLI::App& app) {
         ->check(CLI::IsMember({"induction", "previous", "duplicate"}));
     cmd->add_option("--top", a->top, "show only the best N heads (text output)")->check(CLI::Range(0, 1 << 20));
     cmd->callback([a] { run_heads(*a); });
+  }
+  {
+    auto* cmd = app.add_subcommand("circuits", "QK and OV circuits per head, OV copying, Q/K/V-composition vs random");
+    auto a = std::make_shared<CircuitsArgs>();
+    add_common(cmd, a->e, false, false, false);
+    cmd->add_flag("--no-fold-ln", a->no_fold, "use the raw weights (default: fold ln_1/ln_f weights in)");
+    cmd->add_option("--samples", a->o.baseline_samples, "random baseline samples")->check(CLI::Range(0, 100000));
+    cmd->add_option("--seed", a->o.seed, "baseline random seed");
+    cmd->add_option("--top", a->top, "composition pairs shown per kind (text output)")->check(CLI::Range(1, 1 << 20));
+    cmd->callback([a] { run_circuits(*a); });
   }
 }
 

@@ -26,3 +26,8 @@ double max_abs_difference(const Matrix& a, const Matrix& b);
 double trace_of_product(const Matrix& A, const Matrix& B);  // tr(A·B) = Σ_ij A_ij B_ji, without forming A·B
 
 }  // namespace qkv::analysis
+
+namespace qkv::analysis {
+// A copy of rows [r0, r0 + nr) × columns [c0, c0 + nc).
+Matrix block(const Matrix& m, int r0, int c0, int nr, int nc);
+}  // namespace qkv::analysis
