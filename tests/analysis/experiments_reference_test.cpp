@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/projections.hpp"
@@ -158,6 +159,23 @@ TEST_P(Reference, Circuits) {
   // The random baseline sits near where the model's random-weight heads are, well below 1.
   EXPECT_GT(r.baseline.q_mean, 0.05);
   EXPECT_LT(r.baseline.q_mean, 0.6);
+}
+
+TEST_P(Reference, Ablate) {
+  const Case& c = fixture(GetParam());
+  std::vector<std::vector<int>> rep;
+  for (const auto& s : c.ref["repeated"]) rep.push_back(ints(s));
+  for (const auto& want : c.ref["ablate"]) {
+    const int l = want["layer"], h = want["head"];
+    const std::string at = GetParam() + " " + std::to_string(l) + "." + std::to_string(h);
+    const AblationResult r = ablate_head(c.model, rep, c.ref["n_repeat"], -1, l, h);
+    near(r.loss_intact, want["intact"], 1e-5, 1e-6, at + " intact");
+    near(r.loss_qk, want["qk"], 1e-5, 1e-6, at + " QK ablated");
+    near(r.loss_ov, want["ov"], 1e-5, 1e-6, at + " OV ablated");
+    EXPECT_EQ(r.ov_pattern_max_abs_diff, 0.0) << at;   // zeroing values cannot move the pattern
+    EXPECT_GT(r.qk_pattern_max_abs_diff, 0.01) << at;  // a uniform pattern is not the head's
+    EXPECT_EQ(r.intact_vs_model_max_abs, 0.0) << at;   // the re-run forward is the model's, op for op
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Reference, ::testing::Values("tiny", "tiny_attn_only"));

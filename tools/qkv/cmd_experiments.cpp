@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "model_input.hpp"
+#include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/head_weights.hpp"
@@ -171,18 +172,25 @@ struct HeadsArgs {
   std::string sort = "induction";
 };
 
+// --seq-len (0: min(50, what fits)) checked against the model's positions; --bos against its vocabulary.
+int repeated_length(const GPT2Config& c, int requested, int bos, int min_n) {
+  const int start = bos >= 0 ? 1 : 0;
+  const int max_n = (c.n_positions - start) / 2;
+  if (max_n < min_n) usage_error("--seq-len: the model has only " + std::to_string(c.n_positions) + " positions");
+  const int n = requested != 0 ? requested : std::min(50, max_n);
+  if (n < min_n || n > max_n)
+    usage_error("--seq-len: " + std::to_string(n) + " is outside [" + std::to_string(min_n) + ", " +
+                std::to_string(max_n) + "] (the repeated sequence must fit the model's " +
+                std::to_string(c.n_positions) + " positions)");
+  if (bos >= c.vocab_size)
+    usage_error("--bos: " + std::to_string(bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
+  return n;
+}
+
 void run_heads(const HeadsArgs& a) {
   const LoadedModel lm = load_model_arg(a.e.m);
   const GPT2Config& c = lm.model.config;
-  const int start = a.bos >= 0 ? 1 : 0;
-  const int max_n = (c.n_positions - start) / 2;
-  if (max_n < 1) usage_error("--seq-len: the model has only " + std::to_string(c.n_positions) + " positions");
-  const int n = a.n > 0 ? a.n : std::min(50, max_n);
-  if (n > max_n)
-    usage_error("--seq-len: " + std::to_string(n) + " is outside [1, " + std::to_string(max_n) +
-                "] (the repeated sequence must fit the model's " + std::to_string(c.n_positions) + " positions)");
-  if (a.bos >= c.vocab_size)
-    usage_error("--bos: " + std::to_string(a.bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
+  const int n = repeated_length(c, a.n, a.bos, 1);
   std::vector<int> text;
   if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = input_ids(lm, a.e.m);
   const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
@@ -234,6 +242,36 @@ void run_heads(const HeadsArgs& a) {
     t.add(row);
   }
   std::cout << t.str();
+}
+
+// ---- ablate ----------------------------------------------------------------------------------------
+
+void run_ablate(const HeadsArgs& a) {
+  const LoadedModel lm = load_model_arg(a.e.m);
+  an::check_head(lm.model, a.e.layer, a.e.head);
+  const int n = repeated_length(lm.model.config, a.n, a.bos, 2);
+  const auto seqs = an::repeated_random_tokens(lm.model.config.vocab_size, n, a.batch, a.seed, a.bos);
+  const an::AblationResult r = an::ablate_head(lm.model, seqs, n, a.bos, a.e.layer, a.e.head);
+  if (a.e.json) {
+    print_json({{"layer", r.layer}, {"head", r.head}, {"seq_len", r.n}, {"batch", r.batch}, {"seed", a.seed},
+                {"loss", {{"intact", r.loss_intact}, {"qk_ablated", r.loss_qk}, {"ov_ablated", r.loss_ov},
+                          {"first_half", r.loss_first_half}}},
+                {"ov_pattern_max_abs_diff", r.ov_pattern_max_abs_diff},
+                {"qk_pattern_max_abs_diff", r.qk_pattern_max_abs_diff},
+                {"intact_vs_model_max_abs", r.intact_vs_model_max_abs}});
+    return;
+  }
+  std::cout << "layer " << r.layer << ", head " << r.head << "; " << r.batch << " random sequences of " << r.n
+            << " tokens repeated twice (seed " << a.seed << "). Loss: mean cross-entropy on the repeated half "
+            << "(first half, intact: " << fmt(r.loss_first_half, 4) << ").\n\n";
+  report::Table t({"head", "loss", "Δ vs intact", "its pattern vs intact (max |diff|)"});
+  t.add({"intact", fmt(r.loss_intact, 4), "", "0"});
+  t.add({"QK ablated: uniform pattern over j ≤ i", fmt(r.loss_qk, 4), fmt(r.loss_qk - r.loss_intact, 4),
+         fmt_sci(r.qk_pattern_max_abs_diff)});
+  t.add({"OV ablated: values zeroed", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
+         fmt_sci(r.ov_pattern_max_abs_diff) + (r.ov_pattern_max_abs_diff == 0 ? " (identical)" : " (CHANGED)")});
+  std::cout << t.str() << "\nre-run forward without an edit vs the model's: max |Δ logits| "
+            << fmt_sci(r.intact_vs_model_max_abs) << "\n";
 }
 
 // ---- circuits --------------------------------------------------------------------------------------
@@ -329,6 +367,16 @@ void register_experiments(CLI::App& app) {
         ->check(CLI::IsMember({"induction", "previous", "duplicate"}));
     cmd->add_option("--top", a->top, "show only the best N heads (text output)")->check(CLI::Range(0, 1 << 20));
     cmd->callback([a] { run_heads(*a); });
+  }
+  {
+    auto* cmd = app.add_subcommand("ablate", "Seed 003: a head's loss with its QK side (uniform pattern) or OV side (zero values) ablated");
+    auto a = std::make_shared<HeadsArgs>();
+    add_common(cmd, a->e, false, true, true);
+    cmd->add_option("--seq-len", a->n, "length of the random sequence that is repeated (default min(50, fits))");
+    cmd->add_option("--batch", a->batch, "random sequences averaged over")->check(CLI::Range(1, 1000));
+    cmd->add_option("--seed", a->seed, "random seed");
+    cmd->add_option("--bos", a->bos, "prepend this token id (default: none)");
+    cmd->callback([a] { run_ablate(*a); });
   }
   {
     auto* cmd = app.add_subcommand("circuits", "QK and OV circuits per head, OV copying, Q/K/V-composition vs random");

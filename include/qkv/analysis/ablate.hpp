@@ -1,0 +1,26 @@
+// Seed 003's corollary, measured: QK (where a head looks) and OV (what it moves) fail separately. On
+// repeated random sequences, the loss on the repeated half with one head intact, with its pattern made
+// uniform (QK ablated) and with its values zeroed (OV ablated: the pattern must stay identical).
+#pragma once
+#include <vector>
+
+#include "qkv/model.hpp"
+
+namespace qkv::analysis {
+
+struct AblationResult {
+  int layer = 0, head = 0, n = 0, batch = 0;
+  // mean cross-entropy of predicting token t + 1 at the positions t of the repeated half whose next token
+  // is in it too; averaged over the sequences
+  double loss_intact = 0, loss_qk = 0, loss_ov = 0;
+  double loss_first_half = 0;        // the same on the first copy (nothing to copy yet), intact
+  double intact_vs_model_max_abs = 0;  // the re-run forward without an edit vs the model's forward (logits)
+  double ov_pattern_max_abs_diff = 0;  // the head's pattern with OV ablated vs intact: must be 0
+  double qk_pattern_max_abs_diff = 0;  // with QK ablated vs intact: the pattern did change
+};
+
+// repeated: sequences [bos?] r r with |r| = n (see repeated_random_tokens); bos >= 0 when one leads.
+AblationResult ablate_head(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos, int layer,
+                           int head);
+
+}  // namespace qkv::analysis
