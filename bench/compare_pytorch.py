@@ -1,112 +1,208 @@
 #!/usr/bin/python3
-"""Times PyTorch's unfused causal attention (matmul -> mask -> softmax -> matmul), forward and
-forward+backward, at the shapes of bench/attention_bench.cpp (H = 12, dh = 64), and prints a table.
+"""PyTorch against qkv on the same machine, in the same run, at the shapes of issue 6:
 
-  /usr/bin/python3 bench/compare_pytorch.py [--threads 2] [--repeats 7] [--T 256 1024 4096] [--ours ours.json]
+  * causal attention (H = 12, dh = 64), PyTorch's matmul -> mask -> softmax -> matmul, forward and
+    forward+backward, at T = 1024 and 4096 (--T to change);
+  * a GPT-2-small-shaped forward (12 layers, d 768, 12 heads, vocab 50257, random weights, full logits)
+    at T = 128 and 1024, written with plain torch ops under no_grad (what HF's eager GPT-2 does).
 
---ours takes Google Benchmark JSON from
-  OMP_NUM_THREADS=2 build/attention_bench --benchmark_format=json --benchmark_out=ours.json
-and adds our times and the ratio torch / ours. GFLOP/s counts causal FLOPs only, as the C++ bench does:
-forward 4·(T²/2)·dh·H, forward+backward 14·(T²/2)·dh·H.
+Each PyTorch case runs in its own child process (this script with --worker), so its peak memory
+(ru_maxrss growth over the case) is its own; each qkv case is `qkv bench ... --json` (tools/qkv/cmd_bench.cpp),
+also its own process, with one SGEMM peak measured first and passed to every case.
+
+  /usr/bin/python3 bench/compare_pytorch.py [--qkv build-perf/qkv] [--threads 2] [--T 1024 4096]
+                                            [--forward-T 128 1024] [--repeats 5] [--json out.json]
+
+Debian's python3-torch 1.13 uses Debian's OpenBLAS, which picks a generic kernel on this CPU unless
+OPENBLAS_CORETYPE says otherwise: this script sets OPENBLAS_CORETYPE=SkylakeX (unless already set)
+before torch loads. GFLOP/s counts causal attention FLOPs only (forward 4·(T²/2)·dh·H, forward+backward
+14·(T²/2)·dh·H) and for the model forward the GEMM + causal-attention FLOPs (qkv::forward_flops).
 """
 import argparse
 import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
-# Debian's OpenBLAS picks a generic kernel on this CPU unless told; must be set before torch loads it.
+# Must be set before torch (and so OpenBLAS) loads.
 os.environ["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE", "SkylakeX")
 
-import torch  # noqa: E402
-
 H, DH = 12, 64
+GPT2 = dict(vocab=50257, n_pos=1024, d=768, layers=12, heads=12)
 
 
-def attention(q, k, v, mask, scale):
-    s = (q @ k.transpose(-1, -2)) * scale
-    s = s.masked_fill(mask, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
-
-
-def time_median(fn, repeats, warmup=1):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3  # ms
-
-
-def flops(T, matmuls):
+def attn_flops(T, matmuls):
     return matmuls * 2.0 * (T * T / 2.0) * DH * H
 
 
-def torch_times(T, repeats):
-    g = torch.Generator().manual_seed(0)
-    q, k, v, dz = (torch.randn(H, T, DH, generator=g) for _ in range(4))
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
-    scale = DH ** -0.5
-    with torch.no_grad():
-        fwd = time_median(lambda: attention(q, k, v, mask, scale), repeats)
-    qg, kg, vg = (x.clone().requires_grad_(True) for x in (q, k, v))
-
-    def fwd_bwd():
-        qg.grad = kg.grad = vg.grad = None
-        attention(qg, kg, vg, mask, scale).backward(dz)
-
-    both = time_median(fwd_bwd, repeats)
-    return fwd, both
+def forward_flops(T):
+    d, L, V = GPT2["d"], GPT2["layers"], GPT2["vocab"]
+    causal = T * (T + 1) / 2
+    block = 2 * T * d * 3 * d + 4 * causal * d + 2 * T * d * d + 4 * T * d * 4 * d
+    return L * block + 2 * T * d * V
 
 
-def load_ours(path):
-    """{("fwd"|"fwdbwd", T): ms} from Google Benchmark JSON (the median aggregate if present)."""
-    with open(path) as f:
-        data = json.load(f)
-    out, medians = {}, {}
-    for b in data.get("benchmarks", []):
-        name = b.get("run_name", b["name"])
-        parts = name.split("/")
-        kind = {"BM_FlashForward": "fwd", "BM_FlashForwardBackward": "fwdbwd"}.get(parts[0])
-        if kind is None:
-            continue
-        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
-        key = (kind, int(parts[1]))
-        ms = b["real_time"] * unit
-        if b.get("aggregate_name") == "median":
-            medians[key] = ms
-        elif b.get("run_type", "iteration") == "iteration":
-            out.setdefault(key, ms)
-    out.update(medians)
+def maxrss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def time_runs(fn, repeats, warmup=1):
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
     return out
+
+
+# ---------------------------------------------------------------- the PyTorch side (child process)
+def worker(kind, T, threads, repeats):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    if kind in ("fwd", "fwdbwd"):
+        rss0 = maxrss_mib()
+        q, k, v, dz = (torch.randn(H, T, DH, generator=g) for _ in range(4))
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        scale = DH ** -0.5
+
+        def attention(q, k, v):
+            s = (q @ k.transpose(-1, -2)) * scale
+            s = s.masked_fill(mask, float("-inf"))
+            return torch.softmax(s, dim=-1) @ v
+
+        if kind == "fwd":
+            def run():
+                with torch.no_grad():
+                    attention(q, k, v)
+        else:
+            qg, kg, vg = (x.clone().requires_grad_(True) for x in (q, k, v))
+
+            def run():
+                qg.grad = kg.grad = vg.grad = None
+                attention(qg, kg, vg).backward(dz)
+        ms = time_runs(run, repeats)
+        return {"runs_ms": ms, "peak_memory_mib": maxrss_mib() - rss0}
+
+    # GPT-2-small-shaped forward, random weights (N(0, 0.02)), full logits
+    d, L, V, nh = GPT2["d"], GPT2["layers"], GPT2["vocab"], GPT2["heads"]
+    dh = d // nh
+
+    def w(*shape):
+        return torch.randn(*shape, generator=g) * 0.02
+
+    wte, wpe = w(V, d), w(GPT2["n_pos"], d)
+    blocks = [dict(ln1_w=torch.ones(d), ln1_b=torch.zeros(d), W_attn=w(d, 3 * d), b_attn=torch.zeros(3 * d),
+                   W_O=w(d, d), b_O=torch.zeros(d), ln2_w=torch.ones(d), ln2_b=torch.zeros(d),
+                   W_fc=w(d, 4 * d), b_fc=torch.zeros(4 * d), W_proj=w(4 * d, d), b_proj=torch.zeros(d))
+              for _ in range(L)]
+    lnf_w, lnf_b = torch.ones(d), torch.zeros(d)
+    ids = torch.randint(0, V, (T,), generator=g)
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    rss0 = maxrss_mib()
+
+    def forward():
+        with torch.no_grad():
+            x = wte[ids] + wpe[:T]
+            for b in blocks:
+                u = F.layer_norm(x, (d,), b["ln1_w"], b["ln1_b"], 1e-5)
+                qkv = torch.addmm(b["b_attn"], u, b["W_attn"])
+                q, k, v = (t.view(T, nh, dh).transpose(0, 1) for t in qkv.split(d, -1))
+                s = (q @ k.transpose(-1, -2)) * dh ** -0.5
+                a = torch.softmax(s.masked_fill(mask, float("-inf")), -1)
+                z = (a @ v).transpose(0, 1).reshape(T, d)
+                x = x + torch.addmm(b["b_O"], z, b["W_O"])
+                u = F.layer_norm(x, (d,), b["ln2_w"], b["ln2_b"], 1e-5)
+                h = F.gelu(torch.addmm(b["b_fc"], u, b["W_fc"]), approximate="tanh")
+                x = x + torch.addmm(b["b_proj"], h, b["W_proj"])
+            return F.layer_norm(x, (d,), lnf_w, lnf_b, 1e-5) @ wte.t()
+
+    ms = time_runs(forward, repeats)
+    return {"runs_ms": ms, "peak_memory_mib": maxrss_mib() - rss0}
+
+
+def run_torch(kind, T, threads, repeats):
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, str(T), "--threads",
+                          str(threads), "--repeats", str(repeats)], check=True, capture_output=True, text=True)
+    r = json.loads(out.stdout)
+    r["median_ms"] = statistics.median(r["runs_ms"])
+    return r
+
+
+# ---------------------------------------------------------------- the qkv side
+def run_qkv(binary, args, env):
+    out = subprocess.run([binary] + args + ["--json"], check=True, capture_output=True, text=True, env=env)
+    return json.loads(out.stdout)
+
+
+def measure_peak(binary, env):
+    # `qkv bench gemm --Ts 1` prints the 2048² square first; the peak every case is compared with
+    r = run_qkv(binary, ["bench", "gemm", "--Ts", "1", "--repeats", "7"], env)
+    return r["results"][0]["gflops"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", nargs=2, metavar=("KIND", "T"), help=argparse.SUPPRESS)
+    ap.add_argument("--qkv", default=None, help="the qkv binary (default: build-perf/qkv, else build/qkv)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--T", type=int, nargs="+", default=[256, 1024, 4096])
-    ap.add_argument("--ours", help="Google Benchmark JSON of attention_bench")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--T", type=int, nargs="+", default=[1024, 4096], help="attention lengths")
+    ap.add_argument("--forward-T", type=int, nargs="+", default=[128, 1024], help="GPT-2 forward lengths")
+    ap.add_argument("--json", help="also write every number to this file")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    ours = load_ours(args.ours) if args.ours else {}
+    if args.worker:
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.threads, args.repeats)))
+        return
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OPENBLAS_CORETYPE="
-          f"{os.environ['OPENBLAS_CORETYPE']}, H={H} dh={DH}, median of {args.repeats}")
-    head = f"{'pass':<8}{'T':>6}{'torch ms':>11}{'GFLOP/s':>9}"
-    if ours:
-        head += f"{'qkv ms':>11}{'GFLOP/s':>9}{'torch/qkv':>11}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = args.qkv or next((p for p in (os.path.join(root, "build-perf", "qkv"), os.path.join(root, "build", "qkv"))
+                               if os.path.exists(p)), None)
+    if not binary:
+        sys.exit("compare_pytorch.py: no qkv binary; build it or pass --qkv")
+    env = dict(os.environ, QKV_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+    import torch  # only for the version line; the cases run in children
+
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"torch {torch.__version__} ({args.threads} threads, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}) "
+          f"vs {binary}; median of {args.repeats}; load average at start {' '.join(load)}", flush=True)
+    peak = measure_peak(binary, env)
+    print(f"SGEMM peak (2048², qkv::gemm): {peak:.1f} GFLOP/s", flush=True)
+    head = (f"{'case':<20}{'T':>6}{'torch ms':>11}{'torch MiB':>11}{'qkv ms':>10}{'qkv GFLOP/s':>13}"
+            f"{'% peak':>8}{'qkv MiB':>9}{'torch/qkv':>11}")
     print(head)
-    for T in args.T:
-        fwd, both = torch_times(T, args.repeats if T < 4096 else max(3, args.repeats // 2))
-        for kind, ms, mm in (("fwd", fwd, 2), ("fwd+bwd", both, 7)):
-            line = f"{kind:<8}{T:>6}{ms:>11.2f}{flops(T, mm) / ms * 1e-6:>9.1f}"
-            mine = ours.get(("fwd" if kind == "fwd" else "fwdbwd", T))
-            if mine is not None:
-                line += f"{mine:>11.2f}{flops(T, mm) / mine * 1e-6:>9.1f}{ms / mine:>10.2f}x"
-            print(line, flush=True)
+    rows = []
+    cases = [("attention fwd", "fwd", T, ["bench", "attention", "--T", str(T)], attn_flops(T, 2)) for T in args.T]
+    cases += [("attention fwd+bwd", "fwdbwd", T, ["bench", "attention", "--T", str(T), "--backward"], attn_flops(T, 7))
+              for T in args.T]
+    cases += [("GPT-2 small forward", "gpt2", T, ["bench", "forward", "--T", str(T)], forward_flops(T))
+              for T in args.forward_T]
+    for name, kind, T, qargs, flops in cases:
+        reps = args.repeats
+        print(f"  ... {name} T={T}", file=sys.stderr, flush=True)
+        tq = run_qkv(binary, qargs + ["--repeats", str(reps), "--peak", str(peak)], env)
+        tt = run_torch(kind, T, args.threads, reps)
+        ratio = tt["median_ms"] / tq["median_ms"]
+        row = dict(case=name, T=T, torch_ms=tt["median_ms"], torch_peak_mib=tt["peak_memory_mib"],
+                   qkv_ms=tq["median_ms"], qkv_gflops=flops / tq["median_ms"] * 1e-6,
+                   qkv_fraction_of_peak=flops / tq["median_ms"] * 1e-6 / peak, qkv_peak_mib=tq["peak_memory_mib"],
+                   torch_over_qkv=ratio, torch_runs_ms=tt["runs_ms"], qkv_runs_ms=tq["runs_ms"])
+        rows.append(row)
+        print(f"{name:<20}{T:>6}{row['torch_ms']:>11.1f}{row['torch_peak_mib']:>11.0f}{row['qkv_ms']:>10.1f}"
+              f"{row['qkv_gflops']:>13.1f}{100 * row['qkv_fraction_of_peak']:>7.1f}%{row['qkv_peak_mib']:>9.1f}"
+              f"{ratio:>10.2f}x", flush=True)
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"load average at end {' '.join(load)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(torch=torch.__version__, threads=args.threads, sgemm_peak_gflops=peak, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

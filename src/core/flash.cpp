@@ -55,7 +55,10 @@ void forward_portable(const float* q, const float* k, const float* v, float* z, 
   const long rows = static_cast<long>(H) * T;
 #pragma omp parallel
   {
-    std::vector<float> s(kTile), acc(dh);
+    // per-thread scratch, grown once and kept: steady-state calls allocate nothing
+    thread_local std::vector<float> s, acc;
+    s.resize(kTile);
+    acc.resize(dh);
 #pragma omp for schedule(dynamic, 8)
     for (long w = 0; w < rows; ++w) {
       const int h = static_cast<int>(w % H);

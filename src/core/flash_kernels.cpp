@@ -49,6 +49,25 @@ struct Buf {
   float* data() const { return p; }
 };
 
+// Grow-only per-thread scratch, 64-byte aligned: the forward allocates on a thread's first call (or a
+// larger dh) only, so a steady-state caller such as forward_fast (inference.hpp) allocates nothing.
+// OpenMP's pooled threads keep theirs between calls; each is freed when its thread exits.
+struct Scratch {
+  float* p = nullptr;
+  size_t cap = 0;
+  float* get(size_t n) {
+    if (n > cap) {
+      ::operator delete(p, std::align_val_t(64));
+      p = nullptr;
+      p = static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t(64)));
+      cap = n;
+    }
+    return p;
+  }
+  ~Scratch() { ::operator delete(p, std::align_val_t(64)); }
+};
+thread_local Scratch tls_fwd_qt, tls_fwd_ot, tls_fwd_s;
+
 // exp(x) for x <= 88: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
 // < 6e-9 relative) in Horner form with FMA, then scalef by 2^n. Max relative error 7.9e-8, measured
 // over every float in [-87.33, 0.5] against double exp.
@@ -276,8 +295,10 @@ QKV_AVX512 void forward_avx512(const float* q, const float* k, const float* v, f
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
   {
-    Buf Qt(static_cast<size_t>(dh) * kBrF), Ot(static_cast<size_t>(dh) * kBrF),
-        S(static_cast<size_t>(kBcF) * kBrF);
+    const struct {
+      float* p;
+    } Qt{tls_fwd_qt.get(static_cast<size_t>(dh) * kBrF)}, Ot{tls_fwd_ot.get(static_cast<size_t>(dh) * kBrF)},
+        S{tls_fwd_s.get(static_cast<size_t>(kBcF) * kBrF)};  // views of this thread's scratch
     alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
 #pragma omp for schedule(dynamic, 1)
     for (long w = 0; w < items; ++w) {

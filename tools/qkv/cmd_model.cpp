@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/error.hpp"
+#include "qkv/inference.hpp"
 #include "qkv/io/config_json.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/model_files.hpp"
@@ -78,10 +79,11 @@ void run_tokenize(const ModelArgs& a, const std::string& text_arg, const std::st
 void run_run(const ModelArgs& a, int top, bool json) {
   const LoadedModel m = load_model_arg(a);
   const std::vector<int> ids = input_ids(m, a);
-  Activations acts;
-  const std::vector<float>& logits = forward(m.model, ids, acts);
+  // The fast path (inference.hpp): no trace is needed, and only the last position's logits.
+  InferenceState st(m.model.config, int(std::clamp<size_t>(ids.size(), 1, size_t(m.model.config.n_positions))), false);
+  const std::vector<float>& logits = forward_fast(m.model, ids, st, /*last_only=*/true);
   const int V = m.model.config.vocab_size;
-  const float* last = logits.data() + (ids.size() - 1) * size_t(V);
+  const float* last = logits.data();
   std::vector<double> p(static_cast<size_t>(V));
   const double mx = *std::max_element(last, last + V);
   double sum = 0;
