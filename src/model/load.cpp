@@ -36,19 +36,23 @@ void check_finite(const GPT2& m, const std::string& file) {
 }
 
 GPT2 from_safetensors(const io::SafetensorsFile& f, const GPT2Config& config, const std::string& file) {
-  GPT2 m(config);
-  // Name in the file for each table entry: with or without "transformer.".
+  // Check every tensor against the table BEFORE allocating: a config may claim sizes the file does
+  // not hold, and the parameter buffer must never be larger than what the file actually contains.
+  const std::vector<ParamSpec> table = gpt2_param_table(config);
+  std::vector<const io::TensorInfo*> found;
   std::set<std::string> used;
-  for (const auto& s : m.table) {
+  for (const auto& s : table) {
     const io::TensorInfo* t = f.find(s.name);
     if (!t) t = f.find("transformer." + s.name);
     if (!t) data_error(file + ": tensor " + s.name + " is missing (expected shape " + shape_string(s.shape) + ")");
     if (t->shape != s.shape)
       data_error(file + ": tensor " + t->name + " has shape " + shape_string(t->shape) + ", expected " +
                  shape_string(s.shape) + " from the config");
-    f.read_f32(*t, m.params.data() + s.offset);
+    found.push_back(t);
     used.insert(t->name);
   }
+  GPT2 m(config);
+  for (size_t i = 0; i < table.size(); i++) f.read_f32(*found[i], m.params.data() + table[i].offset);
   for (const auto& t : f.tensors()) {
     if (used.count(t.name)) continue;
     std::string bare = t.name.rfind("transformer.", 0) == 0 ? t.name.substr(12) : t.name;

@@ -19,6 +19,8 @@
 #include <utility>
 
 #include "qkv/error.hpp"
+#include "qkv/io/atomic_file.hpp"
+#include "qkv/io/mapped_file.hpp"
 #include "tokenizer/detail.hpp"
 
 namespace qkv {
@@ -48,32 +50,10 @@ std::string quote_str(std::string_view s, size_t max_bytes = 80) {
   return out + "\"";
 }
 
+// Through io::MappedFile: a directory or a FIFO is rejected at once instead of read or waited on.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) data_error(path + ": cannot open, expected a readable file, found " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) data_error(path + ": read failed");
-  return ss.str();
-}
-
-// Writes path through path.tmp and a rename, so readers never see a half-written file.
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      data_error(tmp + ": cannot create, expected a writable directory, found " + std::strerror(errno));
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.close();
-    if (!out) data_error(tmp + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    data_error(path + ": cannot rename " + tmp + " into place: " + ec.message());
-  }
+  const io::MappedFile f = io::MappedFile::open(path);
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size());
 }
 
 // ---- vocab.json: a SAX parse, so duplicate keys are seen and every error can name its line ----
@@ -494,8 +474,8 @@ void Tokenizer::write_files(const std::string& dir) const {
     merges += impl_->token_strings[static_cast<size_t>(left)] + " " +
               impl_->token_strings[static_cast<size_t>(right)] + "\n";
   }
-  write_file_atomically((fs::path(dir) / "vocab.json").string(), vocab);
-  write_file_atomically((fs::path(dir) / "merges.txt").string(), merges);
+  io::write_file_atomic((fs::path(dir) / "vocab.json").string(), vocab);
+  io::write_file_atomic((fs::path(dir) / "merges.txt").string(), merges);
 }
 
 }  // namespace qkv
