@@ -24,6 +24,7 @@ namespace {
 struct TrainArgs {
   std::string preset, data, config, tokenizer, out;
   int seq_len = 0, eval_n = 0;
+  int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   TrainSettings s;
 };
 
@@ -81,6 +82,14 @@ void run_train(TrainArgs a) {
   DataSource data;
   if (a.preset == "induction") {
     config = induction_config();
+    if (a.n_embd) config.n_embd = a.n_embd;
+    if (a.n_head) config.n_head = a.n_head;
+    if (a.n_layer) config.n_layer = a.n_layer;
+    try {
+      config.validate("--preset induction");
+    } catch (const Error& e) {
+      usage_error(e.what());
+    }
     if (!a.seq_len) a.seq_len = 128;
     if (!a.eval_n) a.eval_n = 50;
     if (a.seq_len > config.n_positions) usage_error("--seq-len: at most n_positions = 256 for this preset");
@@ -138,6 +147,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--config", a->config, "config.json giving the model's shape (with --data)");
   cmd->add_option("--tokenizer", a->tokenizer, "directory with vocab.json + merges.txt (default: bytes)");
   cmd->add_option("--out", a->out, "output directory")->required();
+  cmd->add_option("--n-embd", a->n_embd, "override the preset's width")->check(CLI::Range(1, 4096));
+  cmd->add_option("--n-head", a->n_head, "override the preset's heads per layer")->check(CLI::Range(1, 256));
+  cmd->add_option("--n-layer", a->n_layer, "override the preset's layers")->check(CLI::Range(1, 64));
   cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::Range(8, 1 << 16));
