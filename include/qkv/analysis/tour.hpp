@@ -1,0 +1,99 @@
+// The tour: every claim of the seeds, measured on one model, each with the seed's sentence, the numbers,
+// the criterion it is judged by and an honest verdict. The heads a claim needs ("the chosen head") are
+// picked from the model's own head scan, so the tour runs on any GPT-2 checkpoint: the top induction head
+// (in a layer after the first, when there is one) for scores, swap and ablation, and the top
+// previous-token head of an earlier layer as the K-composition source. Pure: no printing; progress goes
+// through an optional callback.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qkv/analysis/ablate.hpp"
+#include "qkv/analysis/circuits.hpp"
+#include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/projections.hpp"
+#include "qkv/analysis/saturate.hpp"
+#include "qkv/analysis/scores.hpp"
+#include "qkv/analysis/swap.hpp"
+#include "qkv/gradcheck.hpp"
+#include "qkv/model.hpp"
+
+namespace qkv::analysis {
+
+// One measured quantity of a claim: a number, or (when `text` is set) a string such as a head "1.3".
+struct Measure {
+  std::string key;
+  double value = 0;
+  std::string text;
+  bool is_text() const { return !text.empty(); }
+};
+
+struct Claim {
+  std::string id;         // stable, e.g. "scores_asymmetric"
+  std::string source;     // "seed 000"
+  std::string seed;       // the seed's sentence, shortened
+  std::string summary;    // what was measured on this model, one line
+  std::string criterion;  // the rule the verdict follows, stated with its thresholds
+  bool held = false;
+  std::string note;       // why, in particular when the claim does not hold on this model
+  std::vector<Measure> measured;
+  double number(const std::string& key) const;  // the value of a numeric measure; throws if absent
+};
+
+struct TourOptions {
+  std::vector<int> text_ids;  // the tour text, 2 ≤ T ≤ n_positions (qkv::Error otherwise)
+  int n = 0;                  // length of the repeated random sequence; 0: min(25, what fits)
+  int batch = 4;              // repeated random sequences
+  int bos = -1;               // token prepended to them (>= 0), e.g. GPT-2's <|endoftext|>
+  uint64_t seed = 0;
+  int baseline_samples = 16;  // composition baseline
+  bool copying = true;        // OV copying scores (one [d, d] product over the vocabulary)
+  SaturateOptions saturate{2, 1024, 64, 64, 0};
+  int grad_T = 5, grad_d = 12, grad_H = 3;  // gradcheck shapes (small: finite differences are O(params))
+  // Called before each step: index from 1, total, the claim id (or "heads" for the head scan).
+  std::function<void(int, int, const std::string&)> progress;
+};
+
+struct HeadRef {
+  int layer = -1, head = -1;
+  bool valid() const { return layer >= 0; }
+};
+
+struct TourResult {
+  int L = 0, H = 0, d = 0, dh = 0, T = 0, n = 0, batch = 0, bos = -1;
+  uint64_t seed = 0;
+  std::vector<int> text_ids;
+  HeadRef induction;  // the chosen head: top induction score (layers ≥ 1 when L ≥ 2)
+  HeadRef previous;   // top previous-token score in a layer before the chosen head's (layer 0 if L = 1)
+  std::vector<Claim> claims;
+
+  // The evidence behind the claims, for pictures.
+  std::vector<std::vector<float>> patterns;  // [L·H], each [T, T]: every head's pattern on the text
+  std::vector<double> head_asym;             // [L·H] ‖S − Sᵀ‖_F/‖S‖_F of every head on the text
+  std::vector<ProjectionResult> projections;  // one per layer
+  ScoresResult scores;                        // the chosen head on the text
+  SwapResult swap;
+  HeadScan heads;
+  CircuitsResult circuits;
+  AblationResult ablation;
+  std::vector<SaturateRow> saturate;
+  int saturate_keys = 0;
+  GradcheckResult grad_head, grad_sublayer;
+  double seconds = 0;
+
+  const Claim* claim(const std::string& id) const;  // nullptr when absent
+  int held_count() const;
+};
+
+// The claim ids in the order the tour runs them.
+const std::vector<std::string>& tour_claim_ids();
+
+TourResult tour(const GPT2& model, const TourOptions& options);
+
+// The default tour text: the longest of a few sentences with a repeated phrase whose tokenization fits
+// min(max_tokens, n_positions). `encode` maps text to ids. Empty when none fits.
+std::string default_tour_text(const std::function<std::vector<int>(const std::string&)>& encode, int max_tokens);
+
+}  // namespace qkv::analysis

@@ -1,0 +1,333 @@
+// The tour's index.html: a claims table and the pictures behind the claims.
+#include "qkv/report/tour_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+
+#include "qkv/error.hpp"
+#include "qkv/report/svg.hpp"
+
+namespace qkv::report {
+namespace {
+
+namespace an = qkv::analysis;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string hn(int l, int h) { return std::to_string(l) + "." + std::to_string(h); }
+
+// Several SVGs side by side (wrapping), each with a small caption below.
+std::string row_of(const std::vector<std::pair<std::string, std::string>>& figs) {
+  std::string o = "<div style=\"display:flex;flex-wrap:wrap;gap:18px 28px;align-items:flex-start;margin:1em 0\">\n";
+  for (const auto& [svg, cap] : figs) {
+    o += "<div>" + svg;
+    if (!cap.empty()) o += "<div style=\"color:#57606a;font-size:.85rem;max-width:30em\">" + escape_xml(cap) + "</div>";
+    o += "</div>\n";
+  }
+  return o + "</div>\n";
+}
+
+HeatmapSpec pattern_spec(const std::vector<float>& A, int T, const std::vector<std::string>& labels,
+                         const std::string& title, int cell) {
+  HeatmapSpec s;
+  s.rows = s.cols = size_t(T);
+  s.values.resize(size_t(T) * T);
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j < T; j++) s.values[size_t(i) * T + j] = j > i ? kNaN : double(A[size_t(i) * T + j]);
+  s.row_labels = s.col_labels = labels;
+  s.title = title;
+  s.row_title = "query";
+  s.col_title = "key";
+  s.value_label = "attention weight";
+  s.scale = ColorScale::Sequential;
+  s.vmin = 0, s.vmax = 1;
+  s.cell_px = cell;
+  s.show_values = false;
+  return s;
+}
+
+HeatmapSpec matrix_spec(const an::Matrix& M, const std::vector<std::string>& labels, const std::string& title,
+                        double range, int cell, bool transpose) {
+  HeatmapSpec s;
+  s.rows = size_t(M.rows), s.cols = size_t(M.cols);
+  s.values.resize(s.rows * s.cols);
+  for (int i = 0; i < M.rows; i++)
+    for (int j = 0; j < M.cols; j++) s.values[size_t(i) * s.cols + j] = transpose ? M(j, i) : M(i, j);
+  s.row_labels = s.col_labels = labels;
+  s.title = title;
+  s.row_title = "i (query row)";
+  s.col_title = "j (key row)";
+  s.value_label = "score";
+  s.scale = ColorScale::Diverging;
+  s.vmin = -range, s.vmax = range;
+  s.cell_px = cell;
+  s.show_values = false;
+  return s;
+}
+
+int cell_for(int T, int target_px) { return std::clamp(target_px / std::max(1, T), 4, 28); }
+
+void claims_table(HtmlPage& page, const an::TourResult& r) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> classes;
+  int i = 0;
+  for (const auto& c : r.claims) {
+    std::string verdict = c.held ? "holds" : "does not hold";
+    if (!c.note.empty()) verdict += " — " + c.note;
+    rows.push_back({std::to_string(++i), c.id, c.source + ": " + c.seed, c.summary, c.criterion, verdict});
+    classes.push_back(c.held ? "held" : "failed");
+  }
+  page.add_table({"#", "claim", "the seed says", "measured on this model", "criterion", "verdict"}, rows, classes);
+}
+
+}  // namespace
+
+HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
+  const int T = r.T, L = r.L, H = r.H;
+  std::vector<std::string> labels = info.labels;
+  if (labels.empty())
+    for (int id : r.text_ids) labels.push_back("#" + std::to_string(id));
+  if (int(labels.size()) != T)
+    data_error("tour report: " + std::to_string(labels.size()) + " token labels for " + std::to_string(T) + " tokens");
+  const std::string chosen = hn(r.induction.layer, r.induction.head);
+  const std::string prev = r.previous.valid() ? hn(r.previous.layer, r.previous.head) : "none";
+
+  HtmlPage page("qkv tour — " + (info.model.empty() ? std::string("model") : info.model));
+  page.add_paragraph(
+      "Every claim of the seeds, measured on this model (" + std::to_string(L) + " layer(s), " + std::to_string(H) +
+      " heads of " + std::to_string(r.dh) + ", d = " + std::to_string(r.d) + "): " + std::to_string(r.held_count()) +
+      " of " + std::to_string(r.claims.size()) + " claims hold. The chosen head (top induction score" +
+      (L >= 2 ? " in layers ≥ 1" : "") + ") is " + chosen + "; the previous-token head it should compose with is " +
+      prev + ". Tour text: " + std::to_string(T) + " tokens" +
+      (info.text.empty() ? " (random ids repeated: the model has no tokenizer)" : ": “" + info.text + "”") +
+      ". Head scores use " + std::to_string(r.batch) + " random sequences of " + std::to_string(r.n) +
+      " tokens repeated twice" + (r.bos >= 0 ? " after BOS " + std::to_string(r.bos) : std::string()) + " (seed " +
+      std::to_string(r.seed) + "). Ran in " + fmt_num(r.seconds, 3) + " s.");
+
+  page.add_heading("Claims");
+  page.add_paragraph("Green: the claim holds on this model by the stated criterion. Red: it does not, with the number "
+                     "and the reason. Several claims are about trained weights and are expected to fail on a "
+                     "random-weight model.");
+  claims_table(page, r);
+
+  // ---- every head's pattern ----------------------------------------------------------------------------
+  page.add_heading("Every head's attention pattern on the tour text");
+  page.add_paragraph("Rows are queries, columns keys; the causal mask hides j > i (hatched). Each row sums to 1. "
+                     "Hover over a cell for the token pair and the weight.");
+  if (L * H <= 16) {
+    const int cell = cell_for(T, H <= 2 ? 520 : 300);
+    for (int l = 0; l < L; l++) {
+      std::vector<std::pair<std::string, std::string>> figs;
+      for (int h = 0; h < H; h++) {
+        std::string tag;
+        if (l == r.induction.layer && h == r.induction.head) tag = " — the chosen (induction) head";
+        else if (r.previous.valid() && l == r.previous.layer && h == r.previous.head) tag = " — the previous-token head";
+        HeatmapSpec s = pattern_spec(r.patterns[size_t(l) * H + h], T, labels, "head " + hn(l, h) + tag, cell);
+        figs.push_back({heatmap_svg(s), ""});
+      }
+      page.add_heading("layer " + std::to_string(l), 3);
+      page.add_raw(row_of(figs));
+    }
+  } else {
+    GridSpec g;
+    g.title = "attention patterns, layer × head";
+    g.cols = size_t(H);
+    for (int l = 0; l < L; l++) g.row_titles.push_back("layer " + std::to_string(l));
+    for (int h = 0; h < H; h++) g.col_titles.push_back("head " + std::to_string(h));
+    for (int l = 0; l < L; l++)
+      for (int h = 0; h < H; h++) {
+        HeatmapSpec s = pattern_spec(r.patterns[size_t(l) * H + h], T, labels, hn(l, h), 0);
+        s.compact = true;
+        g.panels.push_back(std::move(s));
+      }
+    g.panel_px = std::clamp(1100 / std::max(1, H) - 14, 48, 110);
+    g.scale = ColorScale::Sequential;
+    g.vmin = 0, g.vmax = 1;
+    g.value_label = "attention weight";
+    page.add_svg(grid_svg(g), "All " + std::to_string(L * H) + " heads; the labelled patterns of the two chosen heads follow.");
+    const int cell = cell_for(T, 520);
+    std::vector<std::pair<std::string, std::string>> figs;
+    figs.push_back({heatmap_svg(pattern_spec(r.patterns[size_t(r.induction.layer) * H + r.induction.head], T, labels,
+                                             "head " + chosen + " — the chosen (induction) head", cell)),
+                    ""});
+    if (r.previous.valid())
+      figs.push_back({heatmap_svg(pattern_spec(r.patterns[size_t(r.previous.layer) * H + r.previous.head], T, labels,
+                                               "head " + prev + " — the previous-token head", cell)),
+                      ""});
+    page.add_raw(row_of(figs));
+  }
+
+  // ---- S beside Sᵀ -------------------------------------------------------------------------------------
+  page.add_heading("Scores are not symmetric: head " + chosen + "'s S beside Sᵀ");
+  {
+    const an::Matrix& S = r.scores.S;
+    double range = 0;
+    for (double v : S.a) range = std::max(range, std::fabs(v));
+    an::Matrix D(S.rows, S.cols);
+    double drange = 0;
+    for (int i = 0; i < S.rows; i++)
+      for (int j = 0; j < S.cols; j++) D(i, j) = S(i, j) - S(j, i), drange = std::max(drange, std::fabs(D(i, j)));
+    if (range == 0) range = 1;
+    if (drange == 0) drange = 1;
+    const int cell = cell_for(T, 380);
+    page.add_paragraph("Raw scores S = q·kᵀ/√d_k before the mask and the softmax, on the tour text. ‖S − Sᵀ‖_F/‖S‖_F = " +
+                       fmt_num(r.scores.asym_rel, 3) + "; the antisymmetric share of W_Q W_Kᵀ is " +
+                       fmt_num(r.scores.M.antisym_share, 3) + " (0 = symmetric, ≈ 0.71 for a random matrix).");
+    page.add_raw(row_of({{heatmap_svg(matrix_spec(S, labels, "S", range, cell, false)), "S_ij: query i's score for key j"},
+                         {heatmap_svg(matrix_spec(S, labels, "Sᵀ", range, cell, true)), "Sᵀ_ij = S_ji (same colour scale)"},
+                         {heatmap_svg(matrix_spec(D, labels, "S − Sᵀ", drange, cell, false)),
+                          "antisymmetric part ×2: zero would mean S = Sᵀ"}}));
+    page.add_paragraph("The swap check on this head: swapping Q and K entirely (matrix and bias) gives Sᵀ to " +
+                       fmt_num(r.swap.full_vs_ST_rel, 2) + " (relative); swapping only the matrices lands " +
+                       fmt_num(r.swap.matrices_vs_S_rel, 3) + " from S and " + fmt_num(r.swap.matrices_vs_ST_rel, 3) +
+                       " from Sᵀ; after mask and softmax the full swap's pattern is " +
+                       fmt_num(r.swap.pattern_full_vs_AT_rel, 3) + " (relative) away from Aᵀ.");
+  }
+
+  // ---- head scores ---------------------------------------------------------------------------------------
+  page.add_heading("Which heads are previous-token and induction heads");
+  {
+    std::vector<std::string> rl, cl;
+    for (int l = 0; l < L; l++) rl.push_back("layer " + std::to_string(l));
+    for (int h = 0; h < H; h++) cl.push_back("head " + std::to_string(h));
+    auto spec = [&](const std::string& title, double an::HeadScores::*field) {
+      HeatmapSpec s;
+      s.rows = size_t(L), s.cols = size_t(H);
+      for (const auto& hs : r.heads.heads) s.values.push_back(hs.*field);
+      s.row_labels = rl, s.col_labels = cl;
+      s.title = title;
+      s.value_label = "score";
+      s.scale = ColorScale::Sequential;
+      s.vmin = 0, s.vmax = 1;
+      s.cell_px = std::clamp(560 / std::max(1, H), 28, 56);
+      s.show_values = true;
+      return s;
+    };
+    page.add_paragraph("TransformerLens's head detector on " + std::to_string(r.batch) + " random sequences of " +
+                       std::to_string(r.n) + " tokens, each repeated twice. Previous-token: attention mass on i − 1; "
+                       "induction: mean weight on the (1 − n) diagonal of the repeated half. A head with ≥ 0.8 "
+                       "counts as one.");
+    page.add_raw(row_of({{heatmap_svg(spec("previous-token score", &an::HeadScores::previous_token)), ""},
+                         {heatmap_svg(spec("induction score", &an::HeadScores::induction)), ""}}));
+  }
+
+  // ---- composition ---------------------------------------------------------------------------------------
+  page.add_heading("K-composition: which earlier head builds the induction head's keys");
+  if (L < 2) {
+    page.add_paragraph("One layer: no head can compose with another.");
+  } else {
+    std::vector<std::string> src, dst;
+    for (int l = 0; l + 1 < L; l++)
+      for (int h = 0; h < H; h++) src.push_back(hn(l, h));
+    for (int l = 1; l < L; l++)
+      for (int h = 0; h < H; h++) dst.push_back(hn(l, h));
+    HeatmapSpec s;
+    s.rows = src.size(), s.cols = dst.size();
+    s.values.assign(s.rows * s.cols, kNaN);
+    double mx = 0;
+    for (const auto& c : r.circuits.compositions) {
+      s.values[size_t(c.l1 * H + c.h1) * s.cols + size_t((c.l2 - 1) * H + c.h2)] = c.k;
+      mx = std::max(mx, c.k);
+    }
+    s.row_labels = src, s.col_labels = dst;
+    s.title = "K-composition score";
+    s.row_title = "source head (its OV)";
+    s.col_title = "target head (its W_K side)";
+    s.value_label = "‖W_OV·W_QKᵀ‖/(‖·‖‖·‖)";
+    s.scale = ColorScale::Sequential;
+    s.vmin = 0, s.vmax = std::max(mx, 1e-12);
+    s.cell_px = std::clamp(600 / int(std::max(s.rows, s.cols)), 5, 44);
+    s.show_values = true;
+    const auto& b = r.circuits.baseline;
+    page.add_paragraph("Composition ‖left·right‖_F/(‖left‖_F‖right‖_F) with left = the source head's OV circuit and "
+                       "right = the target's QK circuit transposed (ln weights folded in). Random factors of the same "
+                       "shapes give " + fmt_num(b.k_mean, 3) + " ± " + fmt_num(b.k_std, 3) + " (" +
+                       std::to_string(b.samples) + " samples). Hatched: the source is not in an earlier layer.");
+    page.add_svg(heatmap_svg(s), "Column " + chosen + " is the chosen induction head; row " + prev +
+                                     " the previous-token head it is expected to read from.");
+  }
+
+  // ---- ablation ------------------------------------------------------------------------------------------
+  page.add_heading("QK and OV fail separately: ablating head " + chosen);
+  {
+    const auto& a = r.ablation;
+    BarChartSpec bc;
+    bc.title = "mean cross-entropy on the repeated half (nats)";
+    bc.value_label = "loss (nats)";
+    bc.labels = {"intact", "QK ablated (uniform pattern)", "OV ablated (values zeroed)", "first half, intact (nothing to copy)"};
+    bc.values = {a.loss_intact, a.loss_qk, a.loss_ov, a.loss_first_half};
+    bc.colors = {"#1a7f37", "#0072b2", "#d55e00", "#8c959f"};
+    bc.width = 720;
+    bc.bar_px = 24;
+    bc.sig = 4;
+    page.add_svg(bar_chart_svg(bc), "Under OV ablation the head's pattern differs from the intact one by at most " +
+                                        fmt_num(a.ov_pattern_max_abs_diff, 3) + " (it must be identical); under QK "
+                                        "ablation by " + fmt_num(a.qk_pattern_max_abs_diff, 3) + ".");
+  }
+
+  // ---- √d_k --------------------------------------------------------------------------------------------------
+  page.add_heading("Why divide by √d_k");
+  {
+    Series wr{"largest weight, q·k (unscaled)", {}, {}, "#d55e00", true, false};
+    Series ws{"largest weight, q·k/√d_k", {}, {}, "#0072b2", true, false};
+    Series oh{"one-hot rows (> 0.99), unscaled", {}, {}, "#d55e00", true, true};
+    Series gr{"‖dS‖, unscaled", {}, {}, "#d55e00", true, false};
+    Series gs{"‖dS‖, ÷√d_k", {}, {}, "#0072b2", true, false};
+    for (const auto& row : r.saturate) {
+      wr.x.push_back(row.dk), wr.y.push_back(row.max_weight_raw);
+      ws.x.push_back(row.dk), ws.y.push_back(row.max_weight_scaled);
+      oh.x.push_back(row.dk), oh.y.push_back(row.onehot_raw);
+      gr.x.push_back(row.dk), gr.y.push_back(row.grad_norm_raw);
+      gs.x.push_back(row.dk), gs.y.push_back(row.grad_norm_scaled);
+    }
+    LineChartSpec w;
+    w.title = "softmax rows go one-hot without the division";
+    w.x_label = "d_k";
+    w.y_label = "mean largest weight / share of rows";
+    w.series = {wr, ws, oh};
+    w.x_scale = AxisScale::Log2;
+    w.ymin = 0, w.ymax = 1;
+    w.width = 600, w.height = 360;
+    LineChartSpec g;
+    g.title = "and the gradient through them vanishes";
+    g.x_label = "d_k";
+    g.y_label = "mean ‖∂L/∂scores‖ per row";
+    g.series = {gr, gs};
+    g.x_scale = AxisScale::Log2;
+    g.y_scale = AxisScale::Log10;
+    g.width = 600, g.height = 360;
+    page.add_paragraph("Random q, k ~ N(0, 1) in d_k dimensions, softmax over " + std::to_string(r.saturate_keys) +
+                       " keys (seed 004's two-line argument: Var(q·k) = d_k).");
+    page.add_raw(row_of({{line_chart_svg(w), ""}, {line_chart_svg(g), ""}}));
+  }
+
+  // ---- gradcheck -------------------------------------------------------------------------------------------
+  page.add_heading("The backward pass, against central differences");
+  {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> cls;
+    for (const auto* g : {&r.grad_head, &r.grad_sublayer})
+      for (const auto& [name, e] : g->max_abs_error) {
+        rows.push_back({g == &r.grad_head ? "one head" : "attention sublayer", name, fmt_num(e, 3)});
+        cls.push_back(e < 1e-6 ? "held" : "failed");
+      }
+    page.add_table({"of", "gradient", "max |analytic − numeric|"}, rows, cls);
+  }
+  return page;
+}
+
+std::string write_tour_report(const an::TourResult& r, const TourReportInfo& info, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const HtmlPage page = tour_page(r, info);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) data_error(dir + ": cannot create the report directory (" + ec.message() + ")");
+  if (!fs::is_directory(dir, ec)) data_error(dir + ": not a directory");
+  const std::string path = (fs::path(dir) / "index.html").string();
+  page.write(path);
+  return path;
+}
+
+}  // namespace qkv::report

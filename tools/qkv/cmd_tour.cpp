@@ -1,0 +1,179 @@
+// qkv tour — every claim of the seeds measured on one model: a verdict per claim by a stated criterion,
+// printed as a table (or JSON), and DIR/index.html with the pictures.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "cli.hpp"
+#include "model_input.hpp"
+#include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/tour.hpp"
+#include "qkv/error.hpp"
+#include "qkv/model_files.hpp"
+#include "qkv/report/table.hpp"
+#include "qkv/report/tour_report.hpp"
+
+namespace qkv::cli {
+namespace {
+
+namespace an = qkv::analysis;
+
+struct TourArgs {
+  ModelArgs m;
+  std::string out = "qkv-report";
+  bool json = false, quiet = false;
+  int n = 0, batch = 4, bos = -2;
+  uint64_t seed = 0;
+};
+
+nlohmann::json measured_json(const an::Claim& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& m : c.measured) {
+    if (m.is_text()) j[m.key] = m.text;
+    else if (std::isfinite(m.value)) j[m.key] = m.value;
+    else j[m.key] = nullptr;
+  }
+  return j;
+}
+
+// Wraps `s` to `width` columns (by code points), continuation lines indented by `indent` spaces.
+std::string wrap(const std::string& s, size_t width, size_t indent) {
+  std::string out, line, word;
+  auto cps = [](const std::string& t) {
+    size_t n = 0;
+    for (unsigned char ch : t) n += (ch & 0xC0) != 0x80;
+    return n;
+  };
+  auto flush_word = [&] {
+    if (word.empty()) return;
+    if (!line.empty() && cps(line) + 1 + cps(word) > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    word.clear();
+  };
+  for (char ch : s) {
+    if (ch == ' ') flush_word();
+    else word += ch;
+  }
+  flush_word();
+  return out + line;
+}
+
+void run_tour(const TourArgs& a) {
+  const LoadedModel lm = load_model_arg(a.m);
+  const GPT2Config& c = lm.model.config;
+  an::TourOptions o;
+  std::string text;
+  if (!a.m.tokens.empty() || !a.m.text.empty()) {
+    o.text_ids = input_ids(lm, a.m);
+    text = a.m.text;
+    if (o.text_ids.size() < 2) usage_error("the tour text must have at least 2 tokens");
+  } else if (lm.tokenizer) {
+    text = an::default_tour_text([&](const std::string& t) { return lm.tokenizer->encode(t); },
+                                 std::min(60, c.n_positions));
+    if (text.empty()) usage_error("the model's " + std::to_string(c.n_positions) + " positions fit no default tour text; give --tokens");
+    o.text_ids = lm.tokenizer->encode(text);
+  } else {
+    // No tokenizer: a seeded random sequence repeated twice, as long as fits (at most 2 × 25).
+    const int n = std::min(25, c.n_positions / 2);
+    if (n < 1) usage_error("the model has fewer than 2 positions");
+    o.text_ids = an::repeated_random_tokens(c.vocab_size, n, 1, a.seed + 1000)[0];
+  }
+  // BOS for the repeated random sequences: --bos, else <|endoftext|> when the tokenizer ends with it.
+  o.bos = -1;
+  if (a.bos >= -1) {
+    o.bos = a.bos;
+    if (o.bos >= c.vocab_size)
+      usage_error("--bos: " + std::to_string(o.bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
+  } else if (lm.tokenizer && lm.tokenizer->vocab_size() > 0 &&
+             lm.tokenizer->token_string(lm.tokenizer->vocab_size() - 1) == "<|endoftext|>") {
+    o.bos = lm.tokenizer->vocab_size() - 1;
+  }
+  const int max_n = (c.n_positions - (o.bos >= 0 ? 1 : 0)) / 2;
+  if (a.n != 0 && (a.n < 2 || a.n > max_n))
+    usage_error("--seq-len: " + std::to_string(a.n) + " is outside [2, " + std::to_string(max_n) +
+                "] (the repeated sequence must fit the model's " + std::to_string(c.n_positions) + " positions)");
+  if (max_n < 2) usage_error("the model's " + std::to_string(c.n_positions) + " positions are too few for the tour");
+  o.n = a.n;
+  o.batch = a.batch;
+  o.seed = a.seed;
+  // OV copying needs W_Uᵀ W_E: one [d, V]·[V, d] product; skip it where it would dominate the run time.
+  o.copying = double(c.vocab_size) * c.n_embd * c.n_embd <= 4e9;
+  if (!a.quiet)
+    o.progress = [](int i, int total, const std::string& what) {
+      std::cerr << "[" << i << "/" << total << "] " << what << std::endl;
+    };
+
+  // Check the output directory before the (possibly long) run.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec)) data_error(a.out + ": exists and is not a directory");
+
+  const an::TourResult r = an::tour(lm.model, o);
+  report::TourReportInfo info;
+  info.model = lm.path;
+  info.labels = token_labels(lm, o.text_ids);
+  info.text = text;
+  const std::string html = report::write_tour_report(r, info, a.out);
+
+  if (a.json) {
+    nlohmann::json claims = nlohmann::json::array();
+    for (const auto& cl : r.claims)
+      claims.push_back({{"id", cl.id}, {"held", cl.held}, {"measured", measured_json(cl)}, {"criterion", cl.criterion},
+                        {"seed", cl.seed}, {"source", cl.source}, {"summary", cl.summary}, {"note", cl.note}});
+    print_json({{"model", lm.path},
+                {"layers", r.L}, {"heads", r.H}, {"d", r.d}, {"dh", r.dh},
+                {"text", {{"tokens", r.T}, {"ids", r.text_ids}, {"labels", info.labels}}},
+                {"repeated", {{"seq_len", r.n}, {"batch", r.batch}, {"seed", r.seed}, {"bos", r.bos}}},
+                {"chosen", {{"induction", {r.induction.layer, r.induction.head}},
+                            {"previous_token", {r.previous.layer, r.previous.head}}}},
+                {"held", r.held_count()}, {"total", r.claims.size()}, {"seconds", r.seconds}, {"report", html},
+                {"claims", claims}});
+    return;
+  }
+  std::cout << "qkv tour of " << lm.path << ": " << r.L << " layer(s), " << r.H << " heads of " << r.dh << ", d = " << r.d
+            << "\ntour text: " << r.T << " tokens"
+            << (text.empty() ? " (random ids repeated: no tokenizer)" : ": \"" + text + "\"")
+            << "\nchosen head " << r.induction.layer << "." << r.induction.head << " (top induction score"
+            << (r.L >= 2 ? " in layers ≥ 1" : "") << "); previous-token head " << r.previous.layer << "."
+            << r.previous.head << "\n\n";
+  int i = 0;
+  for (const auto& cl : r.claims) {
+    ++i;
+    const std::string verdict = cl.held ? "HOLDS" : "DOES NOT HOLD";
+    std::string head = (i < 10 ? " " : "") + std::to_string(i) + ". " + cl.id + "  [" + cl.source + "]";
+    std::cout << head << std::string(head.size() < 60 ? 60 - head.size() : 1, ' ') << verdict << "\n";
+    std::cout << "    seed:      " << wrap(cl.seed, 100, 15) << "\n";
+    std::cout << "    measured:  " << wrap(cl.summary, 100, 15) << "\n";
+    std::cout << "    criterion: " << wrap(cl.criterion, 100, 15) << "\n";
+    if (!cl.note.empty()) std::cout << "    note:      " << wrap(cl.note, 100, 15) << "\n";
+  }
+  report::Table t({"claim", "verdict"});
+  for (const auto& cl : r.claims) t.add({cl.id, cl.held ? "holds" : "does not hold"});
+  std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.claims.size() << " claims hold on this model ("
+            << report::fmt(r.seconds, 1) << " s). Report: " << html << "\n";
+}
+
+}  // namespace
+
+void register_tour(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tour", "Every claim of the seeds measured on a model: verdicts, and an HTML report with the pictures");
+  auto a = std::make_shared<TourArgs>();
+  add_model_option(cmd, a->m);
+  add_input_options(cmd, a->m);
+  cmd->add_option("--out", a->out, "directory for index.html (default qkv-report)");
+  cmd->add_flag("--json", a->json, "JSON: {\"model\": …, \"claims\": [{\"id\", \"held\", \"measured\", \"criterion\", \"seed\"}, …]}");
+  cmd->add_option("--seq-len", a->n, "length of the repeated random sequences (default min(25, fits))");
+  cmd->add_option("--batch", a->batch, "repeated random sequences")->check(CLI::Range(1, 256));
+  cmd->add_option("--seed", a->seed, "random seed");
+  cmd->add_option("--bos", a->bos, "token prepended to the repeated sequences, -1 for none (default: <|endoftext|> if the tokenizer has it)")
+      ->check(CLI::Range(-1, 1 << 30));
+  cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
+  cmd->callback([a] { run_tour(*a); });
+}
+
+QKV_COMMAND(5, register_tour);
+
+}  // namespace qkv::cli
