@@ -69,17 +69,24 @@ HeatmapSpec matrix_spec(const an::Matrix& M, const std::vector<std::string>& lab
 
 int cell_for(int T, int target_px) { return std::clamp(target_px / std::max(1, T), 4, 28); }
 
+// The claims as one table: the claim and the seed's sentence, what was measured, the verdict with its
+// criterion and note. Rows carry the page's "held"/"failed" classes (green / red).
 void claims_table(HtmlPage& page, const an::TourResult& r) {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> classes;
+  std::string t =
+      "<table>\n<thead><tr><th>#</th><th style=\"width:30%\">claim — what the seed says</th>"
+      "<th style=\"width:34%\">measured on this model</th><th>verdict — by this criterion</th></tr></thead>\n<tbody>\n";
   int i = 0;
   for (const auto& c : r.claims) {
-    std::string verdict = c.held ? "holds" : "does not hold";
-    if (!c.note.empty()) verdict += " — " + c.note;
-    rows.push_back({std::to_string(++i), c.id, c.source + ": " + c.seed, c.summary, c.criterion, verdict});
-    classes.push_back(c.held ? "held" : "failed");
+    t += std::string("<tr class=\"") + (c.held ? "held" : "failed") + "\"><td>" + std::to_string(++i) + "</td>";
+    t += "<td><code>" + escape_xml(c.id) + "</code><br/><span style=\"color:#57606a\">" + escape_xml(c.source) +
+         ": “" + escape_xml(c.seed) + "”</span></td>";
+    t += "<td>" + escape_xml(c.summary) + "</td>";
+    t += std::string("<td><strong class=\"") + (c.held ? "held" : "failed") + "\">" +
+         (c.held ? "holds" : "does not hold") + "</strong><br/><small>" + escape_xml(c.criterion) + "</small>";
+    if (!c.note.empty()) t += "<br/><small><em>" + escape_xml(c.note) + "</em></small>";
+    t += "</td></tr>\n";
   }
-  page.add_table({"#", "claim", "the seed says", "measured on this model", "criterion", "verdict"}, rows, classes);
+  page.add_raw(t + "</tbody>\n</table>\n");
 }
 
 }  // namespace
@@ -171,7 +178,7 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
       for (int j = 0; j < S.cols; j++) D(i, j) = S(i, j) - S(j, i), drange = std::max(drange, std::fabs(D(i, j)));
     if (range == 0) range = 1;
     if (drange == 0) drange = 1;
-    const int cell = cell_for(T, 380);
+    const int cell = cell_for(T, 320);
     page.add_paragraph("Raw scores S = q·kᵀ/√d_k before the mask and the softmax, on the tour text. ‖S − Sᵀ‖_F/‖S‖_F = " +
                        fmt_num(r.scores.asym_rel, 3) + "; the antisymmetric share of W_Q W_Kᵀ is " +
                        fmt_num(r.scores.M.antisym_share, 3) + " (0 = symmetric, ≈ 0.71 for a random matrix).");
@@ -270,10 +277,10 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
   // ---- √d_k --------------------------------------------------------------------------------------------------
   page.add_heading("Why divide by √d_k");
   {
-    Series wr{"largest weight, q·k (unscaled)", {}, {}, "#d55e00", true, false};
-    Series ws{"largest weight, q·k/√d_k", {}, {}, "#0072b2", true, false};
-    Series oh{"one-hot rows (> 0.99), unscaled", {}, {}, "#d55e00", true, true};
-    Series gr{"‖dS‖, unscaled", {}, {}, "#d55e00", true, false};
+    Series wr{"max weight, raw", {}, {}, "#d55e00", true, false};
+    Series ws{"max weight, ÷√d_k", {}, {}, "#0072b2", true, false};
+    Series oh{"rows > 0.99, raw", {}, {}, "#d55e00", true, true};
+    Series gr{"‖dS‖, raw", {}, {}, "#d55e00", true, false};
     Series gs{"‖dS‖, ÷√d_k", {}, {}, "#0072b2", true, false};
     for (const auto& row : r.saturate) {
       wr.x.push_back(row.dk), wr.y.push_back(row.max_weight_raw);
@@ -289,7 +296,7 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
     w.series = {wr, ws, oh};
     w.x_scale = AxisScale::Log2;
     w.ymin = 0, w.ymax = 1;
-    w.width = 600, w.height = 360;
+    w.width = 520, w.height = 340;
     LineChartSpec g;
     g.title = "and the gradient through them vanishes";
     g.x_label = "d_k";
@@ -297,7 +304,7 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
     g.series = {gr, gs};
     g.x_scale = AxisScale::Log2;
     g.y_scale = AxisScale::Log10;
-    g.width = 600, g.height = 360;
+    g.width = 520, g.height = 340;
     page.add_paragraph("Random q, k ~ N(0, 1) in d_k dimensions, softmax over " + std::to_string(r.saturate_keys) +
                        " keys (seed 004's two-line argument: Var(q·k) = d_k).");
     page.add_raw(row_of({{line_chart_svg(w), ""}, {line_chart_svg(g), ""}}));
