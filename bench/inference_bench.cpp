@@ -33,7 +33,7 @@ const qkv::GPT2& gpt2_small() {
 void BM_Gpt2SmallForward(benchmark::State& state) {
   const qkv::GPT2& m = gpt2_small();
   const int T = int(state.range(0));
-  std::vector<int> ids(size_t(T));
+  std::vector<int> ids(static_cast<size_t>(T));
   for (int t = 0; t < T; t++) ids[size_t(t)] = (t * 7919) % m.config.vocab_size;
   qkv::InferenceState st(m.config, T);
   for (auto _ : state) {

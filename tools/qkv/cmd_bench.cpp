@@ -109,6 +109,7 @@ nlohmann::json to_json(const Result& r, double peak) {
   const double med = median(r.ms), gf = r.flops / med * 1e-6;
   nlohmann::json j = {{"case", r.name},       {"T", r.T},
                       {"median_ms", med},     {"gflops", gf},
+                      {"min_ms", *std::min_element(r.ms.begin(), r.ms.end())},
                       {"runs_ms", r.ms},      {"peak_memory_mib", r.peak_mib},
                       {"threads", gemm_threads()}, {"load_average", load_average()}};
   if (r.io_mib >= 0) j["workspace_mib"] = r.peak_mib - r.io_mib;
@@ -383,7 +384,7 @@ void run_all(bool json, bool quick) {
                      T >= 1024 ? "5" : "7"});
   cases.push_back({"bench", "train-step", "--json", "--peak", p});
   nlohmann::json results = nlohmann::json::array();
-  report::Table t({"case", "T", "median ms", "GFLOP/s", "% of peak", "peak MiB"});
+  report::Table t({"case", "T", "median ms", "min ms", "GFLOP/s", "% of peak", "peak MiB"});
   for (const auto& c : cases) {
     std::cerr << "bench all: qkv";
     for (const auto& a : c) std::cerr << " " << a;
@@ -391,6 +392,7 @@ void run_all(bool json, bool quick) {
     const nlohmann::json j = run_child(c);
     results.push_back(j);
     t.add({j["case"].get<std::string>(), std::to_string(j["T"].get<int>()), report::fmt(j["median_ms"].get<double>(), 2),
+           report::fmt(j["min_ms"].get<double>(), 2),
            report::fmt(j["gflops"].get<double>(), 1), report::fmt(100 * j["fraction_of_peak"].get<double>(), 1),
            report::fmt(j["peak_memory_mib"].get<double>(), 1)});
   }
