@@ -32,15 +32,15 @@ struct InferenceState {
   GPT2Config config;  // the shape the buffers were sized for
   int max_T = 0;
   bool full_logits = true;
-  std::vector<float> x;       // [T, d] residual stream
-  std::vector<float> u;       // [T, d] ln_1(x), ln_2(x), ln_f(x)
-  std::vector<float> qkv;     // [T, 3d]
-  std::vector<float> q, k, v; // [H, T, dh] each
-  std::vector<float> z;       // [H, T, dh]
-  std::vector<float> zm;      // [T, d] merged heads
-  std::vector<float> h;       // [T, inner] MLP hidden (absent for attention-only models)
-  std::vector<float> lse;     // [H, T] the flash kernel's log-sum-exp (unused by inference)
-  std::vector<float> logits;  // [T, vocab], or [1, vocab] after a last_only call
+  std::vector<float> x;        // [T, d] residual stream
+  std::vector<float> u;        // [T, d] ln_1(x), ln_2(x), ln_f(x)
+  std::vector<float> qkv;      // [T, 3d]
+  std::vector<float> q, k, v;  // [H, T, dh] each
+  std::vector<float> z;        // [H, T, dh]
+  std::vector<float> zm;       // [T, d] merged heads
+  std::vector<float> h;        // [T, inner] MLP hidden (absent for attention-only models)
+  std::vector<float> lse;      // [H, T] the flash kernel's log-sum-exp (unused by inference)
+  std::vector<float> logits;   // [T, vocab], or [1, vocab] after a last_only call
 };
 
 // ids [T] -> logits [T, vocab] (last_only: [1, vocab], the logits after the last token), a reference

@@ -126,9 +126,9 @@ void InferenceState::reserve(const GPT2Config& c, int T, bool full) {
 
 double forward_flops(const GPT2Config& c, int T, bool last_only) {
   const double d = c.n_embd, t = T, causal = t * (t + 1) / 2;
-  double per_block = 2 * t * d * 3 * d       // c_attn
-                     + 4 * causal * d         // q·kᵀ and A·v over the causal pairs, all heads
-                     + 2 * t * d * d;         // c_proj
+  double per_block = 2 * t * d * 3 * d  // c_attn
+                     + 4 * causal * d   // q·kᵀ and A·v over the causal pairs, all heads
+                     + 2 * t * d * d;   // c_proj
   if (!c.attn_only) per_block += 4 * t * d * c.mlp_dim();  // c_fc and mlp c_proj
   return c.n_layer * per_block + 2 * (last_only ? 1 : t) * d * c.vocab_size;
 }
@@ -172,7 +172,8 @@ const std::vector<float>& forward_fast(const GPT2& m, const std::vector<int>& id
     layernorm_rows(u, x, P + o.ln1_w, P + o.ln1_b, T, d, eps);
     gemm<float>(false, false, T, 3 * d, d, 1.0f, u, d, P + o.W_attn, 3 * d, 0.0f, st.qkv.data(), 3 * d);
     split_heads_bias(st.q.data(), st.k.data(), st.v.data(), st.qkv.data(), P + o.b_attn, T, d, H);
-    flash_attention_forward(st.q.data(), st.k.data(), st.v.data(), st.z.data(), st.lse.data(), H, T, dh, scale);
+    flash_attention_forward(st.q.data(), st.k.data(), st.v.data(), st.z.data(), st.lse.data(), H, T, dh,
+                            scale);
     merge_heads(st.zm.data(), st.z.data(), T, d, H);
     add_bias_rows(x, P + o.b_O, T, d);
     gemm<float>(false, false, T, d, d, 1.0f, st.zm.data(), d, P + o.W_O, d, 1.0f, x, d);

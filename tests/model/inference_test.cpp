@@ -1,6 +1,8 @@
 // forward_fast (inference.hpp) against the reference forward (model.hpp) and the float64 PyTorch
 // fixtures, over T = 1 … n_positions, both attention paths, last-row-only logits, the errors, and
 // allocation-freedom in steady state (a global operator new counter in this test binary).
+#include "qkv/inference.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
-#include "qkv/inference.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/model.hpp"
 
@@ -32,10 +33,18 @@ void* operator new(std::size_t n, std::align_val_t a) {
   if (void* p = std::aligned_alloc(al, (std::max<std::size_t>(n, 1) + al - 1) / al * al)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
 
 namespace qkv {
 namespace {
@@ -85,9 +94,15 @@ void expect_fixture(const std::string& model_dir, const std::string& expected_di
   for (size_t j = 0; j < V; j++) ASSERT_EQ(last[j], full[j]) << j;
 }
 
-TEST(InferenceFidelity, TinyMatchesPyTorch) { expect_fixture("tiny", "tiny_expected"); }
-TEST(InferenceFidelity, TinyAttentionOnlyMatchesPyTorch) { expect_fixture("tiny_attn_only", "tiny_attn_only_expected"); }
-TEST(InferenceFidelity, LlmcBinMatchesPyTorch) { expect_fixture("tiny.bin", "tiny_expected"); }
+TEST(InferenceFidelity, TinyMatchesPyTorch) {
+  expect_fixture("tiny", "tiny_expected");
+}
+TEST(InferenceFidelity, TinyAttentionOnlyMatchesPyTorch) {
+  expect_fixture("tiny_attn_only", "tiny_attn_only_expected");
+}
+TEST(InferenceFidelity, LlmcBinMatchesPyTorch) {
+  expect_fixture("tiny.bin", "tiny_expected");
+}
 
 // forward_fast vs forward() over T from 1 to n_positions.
 void expect_matches_reference(const GPT2& m, const std::vector<int>& Ts) {
@@ -128,7 +143,8 @@ TEST(InferenceFidelity, WiderModelWithThreadedGemmsAndManyFlashBlocks) {
 
 TEST(InferenceFidelity, AttentionOnlyOddHeadDim) {
   GPT2Config c;
-  c.vocab_size = 97, c.n_positions = 70, c.n_embd = 60, c.n_layer = 2, c.n_head = 4, c.attn_only = true;  // dh 15
+  c.vocab_size = 97, c.n_positions = 70, c.n_embd = 60, c.n_layer = 2, c.n_head = 4,
+  c.attn_only = true;  // dh 15
   const GPT2 m = random_model(c, 11);
   expect_matches_reference(m, {1, 33, 70});
 }
@@ -180,7 +196,8 @@ TEST(InferenceErrors, SameChecksAsForward) {
 TEST(InferenceFlops, Gpt2SmallAt1024) {
   GPT2Config c;  // GPT-2 small
   // 12 × (2·1024·768·(2304 + 768 + 2·3072) + 4·(1024·1025/2)·768) + 2·1024·768·50257
-  const double want = 12 * (2.0 * 1024 * 768 * (2304 + 768 + 6144) + 4.0 * 524800 * 768) + 2.0 * 1024 * 768 * 50257;
+  const double want =
+      12 * (2.0 * 1024 * 768 * (2304 + 768 + 6144) + 4.0 * 524800 * 768) + 2.0 * 1024 * 768 * 50257;
   EXPECT_DOUBLE_EQ(forward_flops(c, 1024), want);
   EXPECT_NEAR(forward_flops(c, 1024) / 1e9, 272.0, 1.0);
 }

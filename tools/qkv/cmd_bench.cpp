@@ -34,7 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // kB from /proc/self/status ("VmHWM:" peak resident set, "VmRSS:" current).
 double status_kib(const char* key) {
@@ -71,7 +73,8 @@ std::vector<double> time_runs(const std::string& what, int repeats, const std::f
     t0 = Clock::now();
     fn();
     ms.push_back(seconds_since(t0) * 1e3);
-    if (verbose) std::cerr << what << ": run " << r + 1 << "/" << repeats << " " << report::fmt(ms.back(), 1) << " ms\n";
+    if (verbose)
+      std::cerr << what << ": run " << r + 1 << "/" << repeats << " " << report::fmt(ms.back(), 1) << " ms\n";
   }
   return ms;
 }
@@ -107,11 +110,15 @@ struct Result {
 
 nlohmann::json to_json(const Result& r, double peak) {
   const double med = median(r.ms), gf = r.flops / med * 1e-6;
-  nlohmann::json j = {{"case", r.name},       {"T", r.T},
-                      {"median_ms", med},     {"gflops", gf},
+  nlohmann::json j = {{"case", r.name},
+                      {"T", r.T},
+                      {"median_ms", med},
+                      {"gflops", gf},
                       {"min_ms", *std::min_element(r.ms.begin(), r.ms.end())},
-                      {"runs_ms", r.ms},      {"peak_memory_mib", r.peak_mib},
-                      {"threads", gemm_threads()}, {"load_average", load_average()}};
+                      {"runs_ms", r.ms},
+                      {"peak_memory_mib", r.peak_mib},
+                      {"threads", gemm_threads()},
+                      {"load_average", load_average()}};
   if (r.io_mib >= 0) j["workspace_mib"] = r.peak_mib - r.io_mib;
   if (peak > 0) {
     j["sgemm_peak_gflops"] = peak;
@@ -130,11 +137,13 @@ void finish(Result r, double peak, bool json) {
     print_json(j);
     return;
   }
-  std::cout << r.name << " T=" << r.T << ": median " << report::fmt(j["median_ms"].get<double>(), 2) << " ms over "
-            << r.ms.size() << " runs, " << report::fmt(j["gflops"].get<double>(), 1) << " GFLOP/s = "
-            << report::fmt(100 * j["fraction_of_peak"].get<double>(), 1) << "% of the SGEMM peak ("
-            << report::fmt(peak, 1) << " GFLOP/s), peak memory " << report::fmt(r.peak_mib, 1) << " MiB";
-  if (r.io_mib >= 0) std::cout << " (" << report::fmt(r.peak_mib - r.io_mib, 1) << " MiB beyond inputs/outputs)";
+  std::cout << r.name << " T=" << r.T << ": median " << report::fmt(j["median_ms"].get<double>(), 2)
+            << " ms over " << r.ms.size() << " runs, " << report::fmt(j["gflops"].get<double>(), 1)
+            << " GFLOP/s = " << report::fmt(100 * j["fraction_of_peak"].get<double>(), 1)
+            << "% of the SGEMM peak (" << report::fmt(peak, 1) << " GFLOP/s), peak memory "
+            << report::fmt(r.peak_mib, 1) << " MiB";
+  if (r.io_mib >= 0)
+    std::cout << " (" << report::fmt(r.peak_mib - r.io_mib, 1) << " MiB beyond inputs/outputs)";
   std::cout << "\n[" << gemm_backend() << ", load " << load_average() << "]\n";
 }
 
@@ -154,8 +163,8 @@ Result bench_attention(int T, int H, int dh, bool backward, int repeats) {
   r.ms = time_runs(r.name + " T=" + std::to_string(T), repeats, [&] {
     flash_attention_forward(q.data(), k.data(), v.data(), z.data(), lse.data(), H, T, dh, scale);
     if (backward)
-      flash_attention_backward(q.data(), k.data(), v.data(), z.data(), lse.data(), dz.data(), dq.data(), dk.data(),
-                               dv.data(), H, T, dh, scale);
+      flash_attention_backward(q.data(), k.data(), v.data(), z.data(), lse.data(), dz.data(), dq.data(),
+                               dk.data(), dv.data(), H, T, dh, scale);
   });
   // causal FLOPs only, as bench/attention_bench.cpp and bench/compare_pytorch.py count them
   r.flops = (backward ? 14.0 : 4.0) * (0.5 * T * T) * dh * H;
@@ -166,7 +175,9 @@ Result bench_attention(int T, int H, int dh, bool backward, int repeats) {
 }
 
 // ---- forward ----
-GPT2Config gpt2_small() { return GPT2Config{}; }
+GPT2Config gpt2_small() {
+  return GPT2Config{};
+}
 
 Result bench_forward(int T, bool last_only, int repeats) {
   const GPT2Config c = gpt2_small();
@@ -226,13 +237,13 @@ Result bench_train_step(int steps) {
 }
 
 // ---- gemm: the GPT-2 shapes through BLIS (qkv::gemm) or a dlopen'ed OpenBLAS ----
-using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
-                            int);
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
+                            float*, int);
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
 struct Backend {
   std::string name;
-  CblasSgemm sgemm = nullptr;                   // null: qkv::gemm
+  CblasSgemm sgemm = nullptr;  // null: qkv::gemm
   void run(bool tB, int M, int N, int K, const float* A, const float* B, float* C) const {
     if (sgemm)
       sgemm(kRowMajor, kNoTrans, tB ? kTrans : kNoTrans, M, N, K, 1.0f, A, K, B, tB ? K : N, 0.0f, C, N);
@@ -251,15 +262,17 @@ Backend load_backend(const std::string& which, int threads) {
   if (which != "openblas") usage_error("bench gemm: --backend must be blis or openblas");
   // RTLD_DEEPBIND: OpenBLAS's own BLAS symbols win over BLIS's, which this binary links.
   void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-  if (!h) data_error(std::string("cannot load libopenblas.so.0: ") + dlerror() + " (apt-get install libopenblas0)");
+  if (!h)
+    data_error(std::string("cannot load libopenblas.so.0: ") + dlerror() + " (apt-get install libopenblas0)");
   b.sgemm = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));
   auto set = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
   auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
   if (!b.sgemm || !set) data_error("libopenblas.so.0 lacks cblas_sgemm or openblas_set_num_threads");
   set(threads);
   const char* ct = std::getenv("OPENBLAS_CORETYPE");
-  b.name = std::string("OpenBLAS, core ") + (core ? core() : "?") + (ct ? std::string(" (OPENBLAS_CORETYPE=") + ct + ")" : "") +
-           ", " + std::to_string(threads) + " threads";
+  b.name = std::string("OpenBLAS, core ") + (core ? core() : "?") +
+           (ct ? std::string(" (OPENBLAS_CORETYPE=") + ct + ")" : "") + ", " + std::to_string(threads) +
+           " threads";
   return b;
 }
 
@@ -280,7 +293,8 @@ void run_gemm(const std::string& which, const std::vector<int>& Ts, int repeats,
   auto one = [&](const std::string& name, int M, int N, int K, bool tB) {
     const std::vector<float> A = random_vector(size_t(M) * K, 1), B = random_vector(size_t(K) * N, 2);
     std::vector<float> C(size_t(M) * N);
-    const double med = median(time_runs(name, repeats, [&] { b.run(tB, M, N, K, A.data(), B.data(), C.data()); }));
+    const double med =
+        median(time_runs(name, repeats, [&] { b.run(tB, M, N, K, A.data(), B.data(), C.data()); }));
     const double gf = 2.0 * M * N * K / med * 1e-6;
     out.push_back({{"shape", name}, {"M", M}, {"N", N}, {"K", K}, {"median_ms", med}, {"gflops", gf}});
     t.add({name, std::to_string(M), report::fmt(med, 3), report::fmt(gf, 1)});
@@ -305,9 +319,9 @@ void run_gemm_threshold(int repeats, bool json) {
   auto sg = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));
   if (!set || !sg) data_error("libblis lacks bli_thread_set_num_threads or cblas_sgemm");
   // (M, N, K) of the shapes qkv meets: the bundled model's projections (T 128, d 64) and growing squares
-  const std::vector<std::array<int, 3>> sizes = {{128, 192, 64}, {128, 64, 64},  {128, 256, 64},   {64, 64, 64},
-                                                 {96, 96, 96},   {128, 128, 128}, {160, 160, 160}, {192, 192, 192},
-                                                 {256, 256, 256}, {384, 384, 384}, {512, 512, 512}};
+  const std::vector<std::array<int, 3>> sizes = {
+      {128, 192, 64},  {128, 64, 64},   {128, 256, 64},  {64, 64, 64},    {96, 96, 96},   {128, 128, 128},
+      {160, 160, 160}, {192, 192, 192}, {256, 256, 256}, {384, 384, 384}, {512, 512, 512}};
   report::Table t({"M", "N", "K", "MFLOP", "1 thread ms", "2 threads ms", "faster"});
   nlohmann::json out = nlohmann::json::array();
   const int all = gemm_threads();
@@ -320,23 +334,31 @@ void run_gemm_threshold(int repeats, bool json) {
       set(i == 0 ? 1 : all);
       // many products per timed run: each is microseconds
       const int inner = std::max(1, int(2e8 / (2.0 * M * N * K)));
-      med[i] = median(time_runs("threshold", repeats, [&] {
-                 for (int r = 0; r < inner; r++)
-                   sg(kRowMajor, kNoTrans, kNoTrans, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
-               })) /
+      med[i] = median(time_runs("threshold", repeats,
+                                [&] {
+                                  for (int r = 0; r < inner; r++)
+                                    sg(kRowMajor, kNoTrans, kNoTrans, M, N, K, 1.0f, A.data(), K, B.data(), N,
+                                       0.0f, C.data(), N);
+                                })) /
                inner;
     }
     const double mflop = 2.0 * M * N * K * 1e-6;
-    out.push_back({{"M", M}, {"N", N}, {"K", K}, {"mflop", mflop}, {"ms_1_thread", med[0]}, {"ms_all_threads", med[1]}});
-    t.add({std::to_string(M), std::to_string(N), std::to_string(K), report::fmt(mflop, 2), report::fmt(med[0], 4),
-           report::fmt(med[1], 4), med[0] <= med[1] ? "1" : std::to_string(all)});
+    out.push_back({{"M", M},
+                   {"N", N},
+                   {"K", K},
+                   {"mflop", mflop},
+                   {"ms_1_thread", med[0]},
+                   {"ms_all_threads", med[1]}});
+    t.add({std::to_string(M), std::to_string(N), std::to_string(K), report::fmt(mflop, 2),
+           report::fmt(med[0], 4), report::fmt(med[1], 4), med[0] <= med[1] ? "1" : std::to_string(all)});
   }
   set(all);
   if (json) {
     print_json({{"backend", gemm_backend()}, {"load_average", load_average()}, {"results", out}});
     return;
   }
-  std::cout << gemm_backend() << ", median of " << repeats << ", load " << load_average() << "\n\n" << t.str();
+  std::cout << gemm_backend() << ", median of " << repeats << ", load " << load_average() << "\n\n"
+            << t.str();
 }
 
 // ---- all: every case in its own process (so each peak memory is its own), one peak measured first ----
@@ -366,7 +388,8 @@ nlohmann::json run_child(const std::vector<std::string>& args) {
   close(fd[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) data_error("bench all: `qkv " + args[0] + " " + args[1] + "` failed");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    data_error("bench all: `qkv " + args[0] + " " + args[1] + "` failed");
   return nlohmann::json::parse(text);
 }
 
@@ -391,17 +414,21 @@ void run_all(bool json, bool quick) {
     std::cerr << "\n";
     const nlohmann::json j = run_child(c);
     results.push_back(j);
-    t.add({j["case"].get<std::string>(), std::to_string(j["T"].get<int>()), report::fmt(j["median_ms"].get<double>(), 2),
-           report::fmt(j["min_ms"].get<double>(), 2),
-           report::fmt(j["gflops"].get<double>(), 1), report::fmt(100 * j["fraction_of_peak"].get<double>(), 1),
+    t.add({j["case"].get<std::string>(), std::to_string(j["T"].get<int>()),
+           report::fmt(j["median_ms"].get<double>(), 2), report::fmt(j["min_ms"].get<double>(), 2),
+           report::fmt(j["gflops"].get<double>(), 1),
+           report::fmt(100 * j["fraction_of_peak"].get<double>(), 1),
            report::fmt(j["peak_memory_mib"].get<double>(), 1)});
   }
   if (json) {
-    print_json({{"sgemm_peak_gflops", peak}, {"gemm", gemm_backend()}, {"load_average", load_average()}, {"results", results}});
+    print_json({{"sgemm_peak_gflops", peak},
+                {"gemm", gemm_backend()},
+                {"load_average", load_average()},
+                {"results", results}});
     return;
   }
-  std::cout << "SGEMM peak " << report::fmt(peak, 1) << " GFLOP/s (2048² through qkv::gemm), " << gemm_backend()
-            << ", load " << load_average() << "\n\n"
+  std::cout << "SGEMM peak " << report::fmt(peak, 1) << " GFLOP/s (2048² through qkv::gemm), "
+            << gemm_backend() << ", load " << load_average() << "\n\n"
             << t.str();
 }
 
@@ -422,12 +449,14 @@ void register_bench(CLI::App& app) {
     c->add_option("--peak", a->peak, "use this SGEMM peak (GFLOP/s) instead of measuring it");
   };
   {
-    auto* c = bench->add_subcommand("attention", "Fused causal attention, H × T × dh (GPT-2 small heads by default)");
+    auto* c = bench->add_subcommand("attention",
+                                    "Fused causal attention, H × T × dh (GPT-2 small heads by default)");
     c->add_option("--T", a->T, "tokens")->check(CLI::Range(1, 1 << 16));
     c->add_option("--H", a->H, "heads")->check(CLI::Range(1, 1024));
     c->add_option("--dh", a->dh, "head dimension")->check(CLI::Range(1, 1024));
     c->add_flag("--backward", a->backward, "forward + backward");
-    c->add_option("--repeats", a->repeats, "timed runs (default: 15 below T=4096, else 5)")->check(CLI::Range(1, 1000));
+    c->add_option("--repeats", a->repeats, "timed runs (default: 15 below T=4096, else 5)")
+        ->check(CLI::Range(1, 1000));
     common(c);
     c->callback([a] {
       const int reps = a->repeats ? a->repeats : (a->T < 4096 ? 15 : 5);
@@ -435,30 +464,36 @@ void register_bench(CLI::App& app) {
     });
   }
   {
-    auto* c = bench->add_subcommand("forward", "GPT-2-small-shaped forward_fast, random weights made in memory");
+    auto* c =
+        bench->add_subcommand("forward", "GPT-2-small-shaped forward_fast, random weights made in memory");
     c->add_option("--T", a->T, "tokens (<= 1024)")->check(CLI::Range(1, 1024));
     c->add_flag("--last-only", a->last_only, "logits of the last position only (what qkv run needs)");
     c->add_option("--repeats", a->repeats, "timed runs (default 5)")->check(CLI::Range(1, 1000));
     common(c);
-    c->callback([a] { finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5), a->peak, a->json); });
+    c->callback(
+        [a] { finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5), a->peak, a->json); });
   }
   {
-    auto* c = bench->add_subcommand("train-step", "A training step of the bundled model's shape, batch 32 × 128");
+    auto* c =
+        bench->add_subcommand("train-step", "A training step of the bundled model's shape, batch 32 × 128");
     c->add_option("--steps", a->steps, "timed steps after one warm-up")->check(CLI::Range(1, 1000));
     common(c);
     c->callback([a] { finish(bench_train_step(a->steps), a->peak, a->json); });
   }
   {
     auto* c = bench->add_subcommand("gemm", "SGEMM at GPT-2's shapes: BLIS (qkv::gemm) or OpenBLAS");
-    c->add_option("--backend", a->backend, "blis (BLIS_ARCH_TYPE=3 forces haswell) or openblas (OPENBLAS_CORETYPE)")
+    c->add_option("--backend", a->backend,
+                  "blis (BLIS_ARCH_TYPE=3 forces haswell) or openblas (OPENBLAS_CORETYPE)")
         ->check(CLI::IsMember({"blis", "openblas"}));
     c->add_option("--Ts", a->Ts, "token counts, e.g. 128,1024");
     c->add_option("--repeats", a->repeats, "timed runs (default 7)")->check(CLI::Range(1, 1000));
     c->add_flag("--json", a->json, "JSON output");
-    c->callback([a] { run_gemm(a->backend, parse_ints("--Ts", a->Ts), a->repeats ? a->repeats : 7, a->json); });
+    c->callback(
+        [a] { run_gemm(a->backend, parse_ints("--Ts", a->Ts), a->repeats ? a->repeats : 7, a->json); });
   }
   {
-    auto* c = bench->add_subcommand("gemm-threshold", "Small SGEMMs on 1 thread vs all: where threading pays");
+    auto* c =
+        bench->add_subcommand("gemm-threshold", "Small SGEMMs on 1 thread vs all: where threading pays");
     c->add_option("--repeats", a->repeats, "timed runs (default 7)")->check(CLI::Range(1, 1000));
     c->add_flag("--json", a->json, "JSON output");
     c->callback([a] { run_gemm_threshold(a->repeats ? a->repeats : 7, a->json); });
