@@ -77,6 +77,12 @@ void serve(Service& service, const ServeOptions& o, const std::function<void(con
 
   httplib::Server svr;
   svr.set_payload_max_length(o.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server share
+  // a busy port silently instead of failing with a clear message.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   svr.set_read_timeout(10, 0);
   svr.set_write_timeout(30, 0);
   svr.set_keep_alive_timeout(5);

@@ -308,11 +308,11 @@ json Service::soft_dictionary_example() {
 
 json Service::soft_dictionary(const json& req) const {
   if (!req.is_object()) bad("the request body must be a JSON object");
-  const int mx = opt_.max_soft_dictionary;
+  const int rows = opt_.max_soft_dictionary_rows, dims = opt_.max_soft_dictionary_dims;
   SoftDictionaryInput in;
-  in.K = get_matrix(req, "K", mx, mx, true);
-  in.Q = get_matrix(req, "Q", mx, mx, true);
-  in.V = get_matrix(req, "V", mx, mx, false);
+  in.K = get_matrix(req, "K", rows, dims, true);
+  in.Q = get_matrix(req, "Q", rows, dims, true);
+  in.V = get_matrix(req, "V", rows, dims, false);
   in.scale = get_bool(req, "scale", true);
   if (in.K.empty() || in.Q.empty()) bad("need at least one key (\"K\") and one query (\"Q\")");
   if (in.Q[0].size() != in.K[0].size())

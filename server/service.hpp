@@ -32,7 +32,8 @@ class ApiError : public std::runtime_error {
 struct ServiceOptions {
   int max_concurrent_forwards = 2;        // forwards running at once; more requests wait their turn
   size_t cache_bytes = size_t(256) << 20;  // recent texts' scores and patterns kept for the next click
-  int max_soft_dictionary = 32;           // rows and columns of the hand-made soft dictionary
+  int max_soft_dictionary_rows = 32;      // tokens of the hand-made soft dictionary
+  int max_soft_dictionary_dims = 256;     // d_k and d_v (the page's "drag d_k up" goes to 256)
 };
 
 // One forward's attention: per layer, S [H, T, T] (scaled by 1/√dh, unmasked, as the model computes it)

@@ -337,8 +337,10 @@ function sdSaturation() {
       drawHeatmap(new CanvasPainter($('sat-canvas'), gl.w, gl.h), 0, 0, spec);
       const maxes = r.weights.map((row) => Math.max(...row));
       const sd = Math.sqrt(r.scaled.flat().reduce((a, v) => a + v * v, 0) / (n * n));
-      $('sat-note').textContent = `score spread (rms) ${f2(sd)}; the largest weight per row: ${maxes.map(f2).join(', ')}` +
-        (maxes.every((m) => m > 0.99) ? ' — every row is a hard argmax: the gradient through the softmax is ≈ 0.' : '');
+      const mean = maxes.reduce((a, b) => a + b, 0) / n, hard = maxes.filter((m) => m > 0.9).length;
+      $('sat-note').textContent = `score spread (rms) ${f2(sd)}; largest weight per row: ${maxes.map(f2).join(', ')} (mean ${f2(mean)}); ` +
+        `${hard} of ${n} rows put more than 0.9 on one key` + (hard >= n / 2 ? ' — close to a hard argmax, where the gradient through the softmax is ≈ 0.' : '.');
+      $('sat-note').dataset.meanMax = String(mean);
       showError('sd-error', '');
     } catch (e) { showError('sd-error', e.message); }
   }, 60);
@@ -579,6 +581,7 @@ function drawHeads() {
   const p = new CanvasPainter(c, w, h);
   HC.hgeom = [drawHeatmap(p, 0, 0, specs[0]), drawHeatmap(p, g[0].w + 20, 0, specs[1])];
   HC.hgeom[1].x0 += g[0].w + 20;
+  Object.assign(c.dataset, { x0: HC.hgeom[0].x0, y0: HC.hgeom[0].y0, cell: HC.hgeom[0].cw });
   const cs = compSpec();
   if (cs) {
     const gc = layoutHeatmap(cs);

@@ -75,7 +75,19 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     await page.uncheck('#sd-scale');
     await waitFor(page, () => document.querySelector('#sd-steps .bar b').textContent === '0.04' && document.querySelectorAll('#sd-steps .bar b')[2].textContent === '0.71', null, { timeout: 5000 }).catch(() => {});
     check('soft dictionary: √d_k off sharpens the weights', (await weights()) === '0.04 0.26 0.71', await weights());
+    // "drag d_k up": at d_k = 256 the rows are much sharper without √d_k than with it
+    await page.click('#sat summary');
+    await page.fill('#sat-dk', '8');
+    const meanMax = () => page.$eval('#sat-note', (n) => Number(n.dataset.meanMax || 0));
+    await waitFor(page, () => /d_k = 256, not divided/.test(document.body.innerText) || document.getElementById('sat-note').dataset.meanMax, null, { timeout: 10000 }).catch(() => {});
+    await page.waitForTimeout(300);
+    const sharp = await meanMax();
     await page.check('#sd-scale');
+    await page.waitForTimeout(500);
+    const soft = await meanMax();
+    check('d_k = 256: without √d_k the softmax saturates, with it it does not', sharp > 0.8 && soft < sharp - 0.2,
+      `mean largest weight ${sharp.toFixed(3)} without, ${soft.toFixed(3)} with`);
+    await page.click('#sat summary');
 
     // ---- the model's attention on a typed text ----
     const text = 'the cat sat on the mat';
@@ -139,12 +151,16 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     // ---- heads and circuits ----
     await waitFor(page, () => /head scores on/.test(document.getElementById('heads-status').textContent), null, { timeout: 60000 });
     check('heads & circuits: scores and composition drawn', (await page.$eval('#comp-canvas', (c) => c.width)) > 20);
+    // click layer 1, head 3 in the previous-token heatmap: the attention panel shows that head's pattern
+    await page.locator('#heads-canvas').scrollIntoViewIfNeeded();
     const hb = await page.locator('#heads-canvas').boundingBox();
-    // click the first heatmap's cell (layer 0, head 1) via its drawn geometry
-    const g = await page.evaluate(() => null);
-    void g;
-    await page.mouse.move(0, 0);
-    check('heads canvas has a size', hb.width > 50 && hb.height > 30, `${hb.width}×${hb.height}`);
+    const hd = await page.$eval('#heads-canvas', (c) => ({ x0: +c.dataset.x0, y0: +c.dataset.y0, cell: +c.dataset.cell }));
+    await page.mouse.click(hb.x + hd.x0 + 3.5 * hd.cell, hb.y + hd.y0 + 1.5 * hd.cell);
+    await waitFor(page, () => { const c = document.getElementById('pattern'); return c.dataset.layer === '1' && c.dataset.head === '3'; }, null, { timeout: 30000 }).catch(() => {});
+    const lh = await page.$eval('#pattern', (c) => `layer ${c.dataset.layer}, head ${c.dataset.head}`);
+    check('heads & circuits: clicking a head shows its pattern', lh === 'layer 1, head 3', lh + '; ' + await page.textContent('#heads-readout'));
+    await page.click('#grid canvas[data-layer="1"][data-head="2"]');
+    await waitFor(page, () => { const c = document.getElementById('pattern'); return c.dataset.layer === '1' && c.dataset.head === '2'; }, null, { timeout: 30000 });
 
     // ---- exports ----
     for (const fmt of ['svg', 'png']) {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# qkv serve's HTTP API and limits with curl (no browser): the seed's soft dictionary numbers, attention
+# JSON, refusals as JSON 4xx (context, body cap, bad JSON, unknown ids/layers), no files outside the
+# embedded page (traversal attempts), loopback by default, a clear error for a busy port, clean stop.
+# Usage: serve_test.sh QKV_BINARY SOURCE_DIR
+set -uo pipefail
+qkv=$1 src=$2
+fx=$src/tests/reference/fixtures
+command -v curl >/dev/null || { echo "FAIL serve: curl is needed (apt-get install -y curl)"; exit 1; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail=0
+ok() { echo "ok   serve: $*"; }
+bad() { echo "FAIL serve: $*"; fail=1; }
+
+start() {  # start NAME ARGS... -> sets url
+  local name=$1; shift
+  "$qkv" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  url=
+  for _ in $(seq 1 300); do
+    url=$(grep -oE 'http://[^ ]+/' "$tmp/$name.out" 2>/dev/null | head -1)
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  bad "$name: no URL printed"; cat "$tmp/$name.err"; return 1
+}
+# expect NAME STATUS PATTERN -- CURL_ARGS...: status and a body matching PATTERN; JSON for API answers
+expect() {
+  local name=$1 want=$2 pattern=$3; shift 4
+  local out code
+  out=$(curl -s -o "$tmp/body" -w '%{http_code} %{content_type}' "$@")
+  code=${out%% *}
+  if [ "$code" != "$want" ]; then bad "$name: HTTP $code, expected $want: $(head -c 300 "$tmp/body")"; return; fi
+  if ! grep -qE -- "$pattern" "$tmp/body"; then bad "$name: body lacks /$pattern/: $(head -c 300 "$tmp/body")"; return; fi
+  if [ "$want" -ge 400 ] && ! [[ "$out" == *application/json* ]]; then bad "$name: error is not JSON ($out)"; return; fi
+  ok "$name ($code)"
+}
+
+bash "$src/tests/web/make_model.sh" "$qkv" "$tmp/model" 2>/dev/null || {
+  # without node: the byte-level tokenizer by hand is not available; use the GPT-2-shaped path below
+  echo "serve: node missing, model without tokenizer"; "$qkv" init --out "$tmp/model" --preset tiny >/dev/null; }
+start main --model "$tmp/model" --port 0 || exit 1
+[[ "$url" == http://127.0.0.1:* ]] && ok "binds loopback by default: $url" || bad "default host is not 127.0.0.1: $url"
+post=(-X POST -H 'Content-Type: application/json')
+
+expect page 200 '<title>qkv' -- "$url"
+expect app.js 200 'soft dictionary' -- "${url}app.js"
+expect info 200 '"n_layer":2' -- "${url}api/info"
+expect tokenize 200 '"ids":\[104,105\]' -- "${post[@]}" -d '{"text":"hi"}' "${url}api/tokenize"
+expect soft-dictionary-example 200 '"names":\["sat","bank","river"\]' -- "${url}api/soft-dictionary"
+expect soft-dictionary-seed 200 '"output":\[\[0\.847152' -- "${post[@]}" -d '{"Q":[[1,2]],"K":[[1,0],[1,1],[0,2]],"V":[[1,0],[0.5,0.5],[1,0]]}' "${url}api/soft-dictionary"
+expect soft-dictionary-noscale 200 '"weights":\[\[0\.0351' -- "${post[@]}" -d '{"Q":[[1,2]],"K":[[1,0],[1,1],[0,2]],"scale":false}' "${url}api/soft-dictionary"
+expect soft-dictionary-ragged 400 'every row needs 2 numbers' -- "${post[@]}" -d '{"Q":[[1,2]],"K":[[1,0],[1]]}' "${url}api/soft-dictionary"
+expect soft-dictionary-dk 400 'same length d_k' -- "${post[@]}" -d '{"Q":[[1,2,3]],"K":[[1,0]]}' "${url}api/soft-dictionary"
+expect attention 200 '"focus":\{.*"pattern":\[\[1\.0,0\.0,0\.0\]' -- "${post[@]}" -d '{"text":"abc","layer":1,"head":3}' "${url}api/attention"
+expect attention-grid 200 '"grid":\{"exact":true,"layers":\[\[\[\[' -- "${post[@]}" -d '{"text":"abc"}' "${url}api/attention"
+expect attention-ids 200 '"tokens":\["a","b"\]' -- "${post[@]}" -d '{"ids":[97,98],"grid":false}' "${url}api/attention"
+expect attention-noscale 200 '"scale":false' -- "${post[@]}" -d '{"text":"abc","scale":false,"grid":false}' "${url}api/attention"
+long=$(printf 'x%.0s' $(seq 1 129))
+expect context 400 "129 tokens but the model's context is 128 tokens; shorten it \(nothing is truncated\)" -- "${post[@]}" -d "{\"text\":\"$long\"}" "${url}api/attention"
+head -c 70000 /dev/zero | tr '\0' a >"$tmp/big"
+expect body-cap 413 'too large \(the limit is 65536 bytes\)' -- "${post[@]}" --data-binary @"$tmp/big" "${url}api/attention"
+expect bad-json 400 'not valid JSON' -- "${post[@]}" -d '{"text":' "${url}api/attention"
+expect no-input 400 'give \\"text\\"' -- "${post[@]}" -d '{}' "${url}api/attention"
+expect empty-text 400 'empty' -- "${post[@]}" -d '{"text":""}' "${url}api/attention"
+expect bad-id 400 'outside the vocabulary \[0, 256\)' -- "${post[@]}" -d '{"ids":[1,256]}' "${url}api/attention"
+expect bad-layer 400 'layer.. is 2, outside \[0, 1\]' -- "${post[@]}" -d '{"text":"ab","layer":2}' "${url}api/attention"
+expect bad-scale 400 'scale.. must be true or false' -- "${post[@]}" -d '{"text":"ab","scale":"no"}' "${url}api/attention"
+expect not-object 400 'JSON object' -- "${post[@]}" -d '[1,2]' "${url}api/attention"
+expect unknown 404 'not found' -- "${url}api/nope"
+expect traversal 404 'not found' -- --path-as-is "${url}../../etc/passwd"
+expect traversal-encoded 404 'not found' -- --path-as-is "${url}%2e%2e/%2e%2e/etc/passwd"
+expect traversal-asset 404 'not found' -- --path-as-is "${url}web/../CMakeLists.txt"
+expect source-file 404 'not found' -- "${url}CMakeLists.txt"
+expect heads 200 '"induction":' -- "${url}api/heads"
+expect heads-text 200 '"text_previous_token":' -- "${post[@]}" -d '{"text":"abcabc"}' "${url}api/heads"
+expect circuits 200 '"compositions":\[\{' -- "${url}api/circuits"
+
+# a model without a tokenizer: text refused with a message naming it, ids accepted
+start notok --model "$fx/tiny" --port 0 || exit 1
+expect no-tokenizer 400 'has no tokenizer beside it' -- "${post[@]}" -d '{"text":"ab"}' "${url}api/attention"
+expect no-tokenizer-ids 200 '"T":3' -- "${post[@]}" -d '{"ids":[3,57,14],"grid":false}' "${url}api/attention"
+port=${url##*:}; port=${port%/}
+
+# a busy port and a missing model are clear errors (exit 2 and 1)
+out=$("$qkv" serve --model "$tmp/model" --port "$port" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "cannot listen on 127.0.0.1:$port" <<<"$out" && ok "busy port: exit 2, $out" || bad "busy port: exit $rc: $out"
+out=$("$qkv" serve --model "$tmp/nope" --port 0 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q '^qkv: error: ' <<<"$out" && ok "missing model: exit 1" || bad "missing model: exit $rc: $out"
+
+# SIGTERM stops the server cleanly
+for i in "${!pids[@]}"; do
+  kill -TERM "${pids[$i]}"; wait "${pids[$i]}"; rc=$?
+  [ "$rc" -eq 0 ] && ok "stops on SIGTERM (server $i)" || bad "server $i exit $rc on SIGTERM"
+done
+pids=()
+exit $fail
