@@ -389,6 +389,9 @@ json Service::circuits() {
   std::lock_guard<std::mutex> lk(circuits_mu_);  // computed once; later requests read the cached result
   if (circuits_cache_) return *circuits_cache_;
   an::CircuitsOptions o;
+  // OV copying needs W_Uᵀ W_E over the whole vocabulary: minutes for GPT-2's 50257 tokens on a small
+  // machine, so the page leaves it out there (`qkv circuits` computes it).
+  o.copying = model_.config.vocab_size <= 4096;
   const an::CircuitsResult r = an::circuits(model_, o);
   json heads = json::array(), comps = json::array();
   for (const auto& h : r.heads)
@@ -397,13 +400,14 @@ json Service::circuits() {
                      {"qk_norm", h.qk_norm},
                      {"qk_antisym_share", h.qk_antisym_share},
                      {"ov_norm", h.ov_norm},
-                     {"copying", h.copying}});
+                     {"copying", o.copying ? json(h.copying) : json(nullptr)}});
   for (const auto& c : r.compositions)
     comps.push_back({{"l1", c.l1}, {"h1", c.h1}, {"l2", c.l2}, {"h2", c.h2}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
   const auto& b = r.baseline;
   circuits_cache_ = json{{"n_layer", model_.config.n_layer},
                          {"n_head", model_.config.n_head},
                          {"fold_ln", o.fold_ln},
+                         {"copying", o.copying},
                          {"heads", std::move(heads)},
                          {"compositions", std::move(comps)},
                          {"baseline",

@@ -605,7 +605,7 @@ function wireHeads() {
     if (!x) return;
     const [[l, h]] = x, s = HC.heads.heads[l * HC.heads.n_head + h];
     $('heads-readout').textContent = `layer ${l}, head ${h}: previous-token ${f2(s.previous_token)}, induction ${f2(s.induction)}, duplicate-token ${f2(s.duplicate_token)}` +
-      (HC.circuits ? `, OV copying ${f2(HC.circuits.heads[l * HC.heads.n_head + h].copying)}` : '') + ' — click to see its pattern';
+      (HC.circuits && HC.circuits.copying ? `, OV copying ${f2(HC.circuits.heads[l * HC.heads.n_head + h].copying)}` : '') + ' — click to see its pattern';
   });
   c.addEventListener('click', (ev) => { const x = hit(ev); if (x) focusHead(x[0][0], x[0][1], true); });
   const cc = $('comp-canvas');
