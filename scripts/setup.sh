@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config git
           libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev
-          clang-14 libclang-rt-14-dev libomp-14-dev)  # the last three: fuzz/ (libFuzzer), see scripts/test.sh
+          clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
+          curl nodejs npm chromium)                   # tests/cli/serve_test.sh, tests/web (Playwright)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
