@@ -117,6 +117,63 @@ std::pair<double, double> median_grad_norms(int dk, int keys, int rows, uint64_t
   return {median(g_raw), median(g_scaled)};
 }
 
+// circuits() computes every layer pair (L²·d³); on a big model only the compositions into the chosen head's
+// layer are needed. Same scores (composition_score on the ln-folded factors, K: right = W_K W_Qᵀ) and the
+// same Gaussian baseline as circuits().
+CircuitsResult tour_circuits(const GPT2& m, int target_layer, const TourOptions& o) {
+  const int L = m.config.n_layer, H = m.config.n_head, d = m.config.n_embd, dh = d / H;
+  const CircuitsOptions opt{true, o.copying, o.baseline_samples, o.seed};
+  if (double(L) * (L - 1) / 2 * double(d) * d * d <= 2e9) return circuits(m, opt);
+  CircuitsResult r;
+  r.options = opt;
+  r.options.copying = false;
+  std::vector<HeadWeights> targets;
+  for (int h = 0; h < H; h++) targets.push_back(head_weights(m, target_layer, h, true));
+  for (int l1 = 0; l1 < target_layer; l1++)
+    for (int h1 = 0; h1 < H; h1++) {
+      const HeadWeights s = head_weights(m, l1, h1, true);
+      for (int h2 = 0; h2 < H; h2++) {
+        const HeadWeights& t = targets[size_t(h2)];
+        Composition c;
+        c.l1 = l1, c.h1 = h1, c.l2 = target_layer, c.h2 = h2;
+        c.q = composition_score(s.W_V, s.W_O, t.W_Q, transpose(t.W_K));
+        c.k = composition_score(s.W_V, s.W_O, t.W_K, transpose(t.W_Q));
+        c.v = composition_score(s.W_V, s.W_O, t.W_V, t.W_O);
+        r.compositions.push_back(c);
+      }
+    }
+  std::mt19937_64 rng(opt.seed);
+  std::normal_distribution<double> N(0, 1);
+  auto gaussian = [&](int rows, int cols) {
+    Matrix x(rows, cols);
+    for (double& v : x.a) v = N(rng);
+    return x;
+  };
+  std::vector<double> qs, ks, vs;
+  for (int i = 0; i < opt.baseline_samples; i++) {
+    const Matrix V1 = gaussian(d, dh), O1 = gaussian(dh, d), Q2 = gaussian(d, dh), K2 = gaussian(d, dh);
+    const Matrix V2 = gaussian(d, dh), O2 = gaussian(dh, d);
+    qs.push_back(composition_score(V1, O1, Q2, transpose(K2)));
+    ks.push_back(composition_score(V1, O1, K2, transpose(Q2)));
+    vs.push_back(composition_score(V1, O1, V2, O2));
+  }
+  auto mean_std = [](const std::vector<double>& v, double* sd) {
+    double mu = 0, s2 = 0;
+    for (double x : v) mu += x;
+    mu /= double(v.size());
+    for (double x : v) s2 += (x - mu) * (x - mu);
+    *sd = v.size() > 1 ? std::sqrt(s2 / double(v.size() - 1)) : 0.0;
+    return mu;
+  };
+  r.baseline.samples = opt.baseline_samples;
+  if (opt.baseline_samples > 0) {
+    r.baseline.q_mean = mean_std(qs, &r.baseline.q_std);
+    r.baseline.k_mean = mean_std(ks, &r.baseline.k_std);
+    r.baseline.v_mean = mean_std(vs, &r.baseline.v_std);
+  }
+  return r;
+}
+
 }  // namespace
 
 double Claim::number(const std::string& key) const {
@@ -225,7 +282,10 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
 
   // ---- seed 000: the projections -------------------------------------------------------------------------
   progress("projections");
-  for (int l = 0; l < L; l++) r.projections.push_back(project(model, o.text_ids, l));
+  // Layer 0 (the seed's h[0]) and the chosen head's layer: a forward each, so not every layer of a big model.
+  r.projection_layers = {0};
+  if (cl != 0) r.projection_layers.push_back(cl);
+  for (int l : r.projection_layers) r.projections.push_back(project(model, o.text_ids, l));
   {
     double worst_rel = 0, worst_abs = 0, ln_diff = 0;
     for (const auto& p : r.projections)
@@ -237,15 +297,18 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
     const auto& p0 = r.projections[0];
     Builder b("projections", "seed 000",
               "Slice c_attn (and its bias) into thirds and reproduce q, k and v yourself from ln_1(row).");
-    b.m("max_abs_diff", worst_abs).m("max_rel_diff", worst_rel).m("ln_1_max_abs_diff", ln_diff).m("layers", L).m("tokens", T);
+    b.m("max_abs_diff", worst_abs).m("max_rel_diff", worst_rel).m("ln_1_max_abs_diff", ln_diff).m("tokens", T);
+    std::string layer_list;
+    for (int l : r.projection_layers) layer_list += (layer_list.empty() ? "" : ", ") + std::to_string(l);
+    b.t("layers", layer_list);
     b.t("c_attn_weight_shape", "[" + std::to_string(p0.weight_shape.at(0)) + ", " + std::to_string(p0.weight_shape.at(1)) + "]");
     r.claims.push_back(b.done(worst_rel <= kProjectionRelTol,
                               "c_attn [" + std::to_string(r.d) + ", " + std::to_string(3 * r.d) + "] -> 3 × [" +
-                                  std::to_string(r.d) + ", " + std::to_string(r.d) + "]; own q, k, v vs the model's over " +
-                                  std::to_string(L) + " layer(s): max |diff| " + sci(worst_abs) + " (" + sci(worst_rel) +
+                                  std::to_string(r.d) + ", " + std::to_string(r.d) + "]; own q, k, v vs the model's at layer(s) " +
+                                  layer_list + ": max |diff| " + sci(worst_abs) + " (" + sci(worst_rel) +
                                   " of max |value|)",
                               "holds when max |own − model| ≤ " + sci(kProjectionRelTol) +
-                                  " × max |value| for q, k and v at every layer (float rounding)",
+                                  " × max |value| for q, k and v at layer 0 and the chosen head's layer (float rounding)",
                               worst_rel <= kProjectionRelTol ? "" : "the hand-made slices do not reproduce the model's q, k, v"));
   }
 
@@ -258,12 +321,12 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
     for (const auto& p : r.projections) all_min = std::min({all_min, p.q.ln_trap_rel, p.k.ln_trap_rel, p.v.ln_trap_rel});
     Builder b("ln_trap", "seed 000",
               "Feed the maps ln_1(row), not the raw row: a trap worth an order of magnitude if you hit it.");
-    b.m("q_rel_err", p0.q.ln_trap_rel).m("k_rel_err", p0.k.ln_trap_rel).m("v_rel_err", p0.v.ln_trap_rel).m("min_over_layers", all_min);
+    b.m("q_rel_err", p0.q.ln_trap_rel).m("k_rel_err", p0.k.ln_trap_rel).m("v_rel_err", p0.v.ln_trap_rel).m("min_with_chosen_layer", all_min);
     const bool held = mn >= kTrapRel;
     r.claims.push_back(b.done(held,
                               "layer 0, raw row instead of ln_1(row): ‖err‖/‖true‖ q " + num(p0.q.ln_trap_rel) + ", k " +
-                                  num(p0.k.ln_trap_rel) + ", v " + num(p0.v.ln_trap_rel) + " (smallest over all layers " +
-                                  num(all_min) + ")",
+                                  num(p0.k.ln_trap_rel) + ", v " + num(p0.v.ln_trap_rel) + " (layer " + std::to_string(cl) +
+                                  ": smallest " + num(all_min) + ")",
                               "holds when the relative error ‖trap − true‖_F/‖true‖_F is ≥ " + num(kTrapRel) +
                                   " for each of q, k and v at layer 0",
                               held ? "the residual row is not on ln_1's scale, so skipping the LayerNorm changes q, k, v grossly"
@@ -357,9 +420,9 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
     Builder b("swap_matrices_only_neither", "seed 000",
               "Swap only the matrices and leave each bias where it sits: the cross terms survive, giving neither S nor Sᵀ.");
     b.t("head", chosen).m("vs_S_rel", a).m("vs_ST_rel", c);
-    b.m("layer_b_Q_norm", r.projections[size_t(cl)].q.bias_norm).m("layer_b_K_norm", r.projections[size_t(cl)].k.bias_norm);
+    b.m("layer_b_Q_norm", r.projections.back().q.bias_norm).m("layer_b_K_norm", r.projections.back().k.bias_norm);
     const bool held = a >= kNeitherRel && c >= kNeitherRel;
-    const bool zero_bias = r.projections[size_t(cl)].q.bias_norm == 0 && r.projections[size_t(cl)].k.bias_norm == 0;
+    const bool zero_bias = r.projections.back().q.bias_norm == 0 && r.projections.back().k.bias_norm == 0;
     r.claims.push_back(b.done(
         held,
         "head " + chosen + ": ‖S'' − S‖/‖S‖ = " + num(a) + ", ‖S'' − Sᵀ‖/‖S‖ = " + num(c),
@@ -421,7 +484,7 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
                           : "no induction head on this model (the claim is about trained weights)"));
   }
   progress("k_composition");
-  r.circuits = circuits(model, CircuitsOptions{true, o.copying, o.baseline_samples, o.seed});
+  r.circuits = tour_circuits(model, cl, o);
   {
     const CompositionBaseline& bl = r.circuits.baseline;
     const Composition* top = nullptr;

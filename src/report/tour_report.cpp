@@ -69,6 +69,51 @@ HeatmapSpec matrix_spec(const an::Matrix& M, const std::vector<std::string>& lab
 
 int cell_for(int T, int target_px) { return std::clamp(target_px / std::max(1, T), 4, 28); }
 
+// Every head's pattern as a small multiple, layer × head, drawn here rather than with grid_svg: no per-cell
+// hover titles and colours quantised to 12 levels so that runs merge, which keeps a 144-head model's
+// overview at about a megabyte. One <title> per panel names the head.
+std::string pattern_overview_svg(const an::TourResult& r) {
+  const int T = r.T, L = r.L, H = r.H;
+  const int cell = std::max(1, 76 / std::max(1, T));
+  const int box = cell * T, gap = 10, left = 58, top = 44;
+  const int W = left + H * (box + gap) + 10, Ht = top + L * (box + gap) + 10;
+  std::string o = svg_detail::svg_open(W, Ht, "attention patterns of every head, layer × head");
+  o += "<text x=\"" + std::to_string(left) + "\" y=\"16\" font-size=\"13\" font-weight=\"600\">attention patterns, layer × head "
+       "(rows: query, columns: key; yellow = 1)</text>\n";
+  for (int h = 0; h < H; h++)
+    o += "<text x=\"" + std::to_string(left + h * (box + gap) + box / 2) + "\" y=\"36\" font-size=\"10\" "
+         "text-anchor=\"middle\" fill=\"#333333\">head " + std::to_string(h) + "</text>\n";
+  const int levels = 12;
+  for (int l = 0; l < L; l++) {
+    const int y0 = top + l * (box + gap);
+    o += "<text x=\"" + std::to_string(left - 6) + "\" y=\"" + std::to_string(y0 + box / 2) +
+         "\" dy=\"0.35em\" font-size=\"10\" text-anchor=\"end\" fill=\"#333333\">layer " + std::to_string(l) + "</text>\n";
+    for (int h = 0; h < H; h++) {
+      const int x0 = left + h * (box + gap);
+      const auto& A = r.patterns[size_t(l) * H + h];
+      o += "<g shape-rendering=\"crispEdges\"><title>head " + hn(l, h) + "</title>\n";
+      o += "<rect x=\"" + std::to_string(x0) + "\" y=\"" + std::to_string(y0) + "\" width=\"" + std::to_string(box) +
+           "\" height=\"" + std::to_string(box) + "\" fill=\"" + std::string(kMaskedFill) + "\"/>\n";
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j <= i;) {
+          const int q = std::clamp(int(std::lround(A[size_t(i) * T + j] * (levels - 1))), 0, levels - 1);
+          int e = j + 1;
+          while (e <= i && std::clamp(int(std::lround(A[size_t(i) * T + e] * (levels - 1))), 0, levels - 1) == q) e++;
+          o += "<rect x=\"" + std::to_string(x0 + j * cell) + "\" y=\"" + std::to_string(y0 + i * cell) + "\" width=\"" +
+               std::to_string((e - j) * cell) + "\" height=\"" + std::to_string(cell) + "\" fill=\"" +
+               sequential_color(double(q) / (levels - 1)).hex() + "\"/>\n";
+          j = e;
+        }
+      o += "</g>\n";
+      if ((l == r.induction.layer && h == r.induction.head) || (l == r.previous.layer && h == r.previous.head))
+        o += "<rect x=\"" + std::to_string(x0 - 2) + "\" y=\"" + std::to_string(y0 - 2) + "\" width=\"" +
+             std::to_string(box + 4) + "\" height=\"" + std::to_string(box + 4) +
+             "\" fill=\"none\" stroke=\"#cf222e\" stroke-width=\"2\"/>\n";
+    }
+  }
+  return o + "</svg>\n";
+}
+
 // The claims as one table: the claim and the seed's sentence, what was measured, the verdict with its
 // criterion and note. Rows carry the page's "held"/"failed" classes (green / red).
 void claims_table(HtmlPage& page, const an::TourResult& r) {
@@ -138,22 +183,8 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
       page.add_raw(row_of(figs));
     }
   } else {
-    GridSpec g;
-    g.title = "attention patterns, layer × head";
-    g.cols = size_t(H);
-    for (int l = 0; l < L; l++) g.row_titles.push_back("layer " + std::to_string(l));
-    for (int h = 0; h < H; h++) g.col_titles.push_back("head " + std::to_string(h));
-    for (int l = 0; l < L; l++)
-      for (int h = 0; h < H; h++) {
-        HeatmapSpec s = pattern_spec(r.patterns[size_t(l) * H + h], T, labels, hn(l, h), 0);
-        s.compact = true;
-        g.panels.push_back(std::move(s));
-      }
-    g.panel_px = std::clamp(1100 / std::max(1, H) - 14, 48, 110);
-    g.scale = ColorScale::Sequential;
-    g.vmin = 0, g.vmax = 1;
-    g.value_label = "attention weight";
-    page.add_svg(grid_svg(g), "All " + std::to_string(L * H) + " heads; the labelled patterns of the two chosen heads follow.");
+    const std::string grid = pattern_overview_svg(r);
+    page.add_svg(grid, "All " + std::to_string(L * H) + " heads (the two chosen heads framed in red); their labelled patterns follow.");
     const int cell = cell_for(T, 520);
     std::vector<std::pair<std::string, std::string>> figs;
     figs.push_back({heatmap_svg(pattern_spec(r.patterns[size_t(r.induction.layer) * H + r.induction.head], T, labels,
@@ -225,17 +256,26 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
   if (L < 2) {
     page.add_paragraph("One layer: no head can compose with another.");
   } else {
+    // Rows: every source head present; columns: every target head present (all layers ≥ 1 on a small model,
+    // the chosen head's layer on a big one).
+    std::vector<std::pair<int, int>> srcs, dsts;
+    for (const auto& c : r.circuits.compositions) {
+      if (std::find(srcs.begin(), srcs.end(), std::make_pair(c.l1, c.h1)) == srcs.end()) srcs.push_back({c.l1, c.h1});
+      if (std::find(dsts.begin(), dsts.end(), std::make_pair(c.l2, c.h2)) == dsts.end()) dsts.push_back({c.l2, c.h2});
+    }
+    std::sort(srcs.begin(), srcs.end());
+    std::sort(dsts.begin(), dsts.end());
     std::vector<std::string> src, dst;
-    for (int l = 0; l + 1 < L; l++)
-      for (int h = 0; h < H; h++) src.push_back(hn(l, h));
-    for (int l = 1; l < L; l++)
-      for (int h = 0; h < H; h++) dst.push_back(hn(l, h));
+    for (const auto& [l, h] : srcs) src.push_back(hn(l, h));
+    for (const auto& [l, h] : dsts) dst.push_back(hn(l, h));
     HeatmapSpec s;
     s.rows = src.size(), s.cols = dst.size();
     s.values.assign(s.rows * s.cols, kNaN);
     double mx = 0;
     for (const auto& c : r.circuits.compositions) {
-      s.values[size_t(c.l1 * H + c.h1) * s.cols + size_t((c.l2 - 1) * H + c.h2)] = c.k;
+      const size_t i = size_t(std::find(srcs.begin(), srcs.end(), std::make_pair(c.l1, c.h1)) - srcs.begin());
+      const size_t j = size_t(std::find(dsts.begin(), dsts.end(), std::make_pair(c.l2, c.h2)) - dsts.begin());
+      s.values[i * s.cols + j] = c.k;
       mx = std::max(mx, c.k);
     }
     s.row_labels = src, s.col_labels = dst;
@@ -245,8 +285,8 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
     s.value_label = "‖W_OV·W_QKᵀ‖/(‖·‖‖·‖)";
     s.scale = ColorScale::Sequential;
     s.vmin = 0, s.vmax = std::max(mx, 1e-12);
-    s.cell_px = std::clamp(600 / int(std::max(s.rows, s.cols)), 5, 44);
-    s.show_values = true;
+    s.cell_px = std::clamp(600 / int(std::max(s.rows, s.cols)), 9, 44);
+    s.show_values = s.rows * s.cols <= 400;
     const auto& b = r.circuits.baseline;
     page.add_paragraph("Composition ‖left·right‖_F/(‖left‖_F‖right‖_F) with left = the source head's OV circuit and "
                        "right = the target's QK circuit transposed (ln weights folded in). Random factors of the same "

@@ -1,5 +1,6 @@
 // qkv tour — every claim of the seeds measured on one model: a verdict per claim by a stated criterion,
 // printed as a table (or JSON), and DIR/index.html with the pictures.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -99,11 +100,10 @@ void run_tour(const TourArgs& a) {
   o.n = a.n;
   o.batch = a.batch;
   o.seed = a.seed;
-  // OV copying needs W_Uᵀ W_E: one [d, V]·[V, d] product; skip it where it would dominate the run time.
-  o.copying = double(c.vocab_size) * c.n_embd * c.n_embd <= 4e9;
   if (!a.quiet)
-    o.progress = [](int i, int total, const std::string& what) {
-      std::cerr << "[" << i << "/" << total << "] " << what << std::endl;
+    o.progress = [t0 = std::chrono::steady_clock::now()](int i, int total, const std::string& what) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << "[" << i << "/" << total << "] " << what << "  (" << report::fmt(s, 1) << " s)" << std::endl;
     };
 
   // Check the output directory before the (possibly long) run.

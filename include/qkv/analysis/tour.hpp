@@ -49,7 +49,7 @@ struct TourOptions {
   int bos = -1;               // token prepended to them (>= 0), e.g. GPT-2's <|endoftext|>
   uint64_t seed = 0;
   int baseline_samples = 16;  // composition baseline
-  bool copying = true;        // OV copying scores (one [d, d] product over the vocabulary)
+  bool copying = false;       // OV copying scores in the circuits (one [d, d] product over the vocabulary)
   SaturateOptions saturate{2, 1024, 64, 64, 0};
   int grad_T = 5, grad_d = 12, grad_H = 3;  // gradcheck shapes (small: finite differences are O(params))
   // Called before each step: index from 1, total, the claim id (or "heads" for the head scan).
@@ -72,11 +72,12 @@ struct TourResult {
   // The evidence behind the claims, for pictures.
   std::vector<std::vector<float>> patterns;  // [L·H], each [T, T]: every head's pattern on the text
   std::vector<double> head_asym;             // [L·H] ‖S − Sᵀ‖_F/‖S‖_F of every head on the text
-  std::vector<ProjectionResult> projections;  // one per layer
+  std::vector<int> projection_layers;         // 0 and the chosen head's layer
+  std::vector<ProjectionResult> projections;  // one per projection_layers entry
   ScoresResult scores;                        // the chosen head on the text
   SwapResult swap;
   HeadScan heads;
-  CircuitsResult circuits;
+  CircuitsResult circuits;  // every layer pair on small models; only into the chosen layer on big ones
   AblationResult ablation;
   std::vector<SaturateRow> saturate;
   int saturate_keys = 0;
