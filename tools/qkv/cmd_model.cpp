@@ -7,9 +7,11 @@
 
 #include "cli.hpp"
 #include "model_input.hpp"
+#include "output_set.hpp"
 #include "qkv/error.hpp"
 #include "qkv/inference.hpp"
 #include "qkv/io/config_json.hpp"
+#include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/table.hpp"
@@ -59,9 +61,8 @@ void run_tokenize(const ModelArgs& a, const std::string& text_arg, const std::st
   if (!m.tokenizer) usage_error(m.path + " has no tokenizer beside it (vocab.json + merges.txt)");
   std::string text = text_arg;
   if (!file.empty()) {
-    std::ifstream f(file, std::ios::binary);
-    if (!f) data_error(file + ": cannot open");
-    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    const io::MappedFile f = io::MappedFile::open(file);  // rejects directories and FIFOs at once
+    text.assign(reinterpret_cast<const char*>(f.data()), f.size());
   }
   const std::vector<int> ids = m.tokenizer->encode(text);
   std::vector<std::string> tokens;
@@ -133,9 +134,12 @@ void run_dump(const ModelArgs& a, const std::string& out, const std::string& lay
   if (ec || !fs::is_directory(out)) data_error(out + ": cannot create the output directory (" + ec.message() + ")");
   // Each file goes to a temporary name and is renamed into place (io::write_npy), so a failure
   // leaves no partial file.
+  OutputSet files;
   std::vector<int32_t> ids32(ids.begin(), ids.end());
-  io::write_npy((fs::path(out) / "tokens.npy").string(), {int64_t(ids.size())}, ids32.data());
-  for (const auto& [name, t] : tr.acts) io::write_npy((fs::path(out) / (name + ".npy")).string(), t.shape(), t.data());
+  io::write_npy(files.add((fs::path(out) / "tokens.npy").string()), {int64_t(ids.size())}, ids32.data());
+  for (const auto& [name, t] : tr.acts)
+    io::write_npy(files.add((fs::path(out) / (name + ".npy")).string()), t.shape(), t.data());
+  files.commit();
   std::cout << "wrote " << tr.acts.size() + 1 << " arrays (" << ids.size() << " tokens) to " << out << "/\n";
 }
 
@@ -249,9 +253,16 @@ void register_init(CLI::App& app) {
     std::error_code ec;
     fs::create_directories(a->out, ec);
     if (ec || !fs::is_directory(a->out)) data_error(a->out + ": cannot create the output directory");
-    io::write_config_json((fs::path(a->out) / "config.json").string(), c);
-    save_model(m, (fs::path(a->out) / "model.safetensors").string(), {{"qkv_init_seed", std::to_string(a->seed)}});
-    if (tok) tok->write_files(a->out);
+    OutputSet files;
+    io::write_config_json(files.add((fs::path(a->out) / "config.json").string()), c);
+    save_model(m, files.add((fs::path(a->out) / "model.safetensors").string()),
+               {{"qkv_init_seed", std::to_string(a->seed)}});
+    if (tok) {
+      files.add((fs::path(a->out) / "vocab.json").string());
+      files.add((fs::path(a->out) / "merges.txt").string());
+      tok->write_files(a->out);
+    }
+    files.commit();
     std::cout << "wrote " << a->out << "/ (" << m.num_parameters() << " parameters" << (tok ? ", tokenizer" : "")
               << ")\n";
   });

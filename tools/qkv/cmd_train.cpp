@@ -1,6 +1,7 @@
 // qkv train — train a GPT-2 in C++: the induction preset that makes the bundled model, or a user's text.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,9 +12,11 @@
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/config_json.hpp"
+#include "qkv/io/mapped_file.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/train/train.hpp"
+#include "output_set.hpp"
 #include "train_report.hpp"
 
 namespace fs = std::filesystem;
@@ -25,6 +28,8 @@ struct TrainArgs {
   std::string preset, data, config, tokenizer, out;
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
+  std::string alphabet = "printable";
+  bool sinusoidal = true;                   // start wpe as sinusoids (still learned)       // induction preset: which tokens the random sequences use
   TrainSettings s;
 };
 
@@ -32,7 +37,7 @@ struct TrainArgs {
 GPT2Config induction_config() {
   GPT2Config c;
   c.vocab_size = 256;
-  c.n_positions = 256;
+  c.n_positions = 128;
   c.n_embd = 64;
   c.n_layer = 2;
   c.n_head = 4;
@@ -92,8 +97,16 @@ void run_train(TrainArgs a) {
     }
     if (!a.seq_len) a.seq_len = 128;
     if (!a.eval_n) a.eval_n = 50;
-    if (a.seq_len > config.n_positions) usage_error("--seq-len: at most n_positions = 256 for this preset");
-    data = induction_data(config.vocab_size, a.seq_len);
+    if (a.seq_len > config.n_positions) usage_error("--seq-len: at most n_positions = " + std::to_string(config.n_positions) + " for this preset");
+    if (a.alphabet == "bytes") {
+      data = induction_data(config.vocab_size, a.seq_len);
+    } else {
+      // Letters, digits, space and full stop: 64 printable bytes, so text a person types is in range.
+      std::vector<int> printable;
+      for (int c = 0; c < 128; c++)
+        if (std::isalnum(c) || c == ' ' || c == '.') printable.push_back(c);
+      data = induction_data(printable, a.seq_len);
+    }
   } else {
     if (a.config.empty()) usage_error("--data needs --config CONFIG.json (the model's shape)");
     config = io::read_config_json(a.config);
@@ -101,9 +114,8 @@ void run_train(TrainArgs a) {
     if (tok.vocab_size() > config.vocab_size)
       usage_error("the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens but --config's vocab_size is " +
                   std::to_string(config.vocab_size));
-    std::ifstream f(a.data, std::ios::binary);
-    if (!f) data_error(a.data + ": cannot open the training text");
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const io::MappedFile f = io::MappedFile::open(a.data);  // rejects directories and FIFOs at once
+    const std::string text(reinterpret_cast<const char*>(f.data()), f.size());
     if (!a.seq_len) a.seq_len = std::min(128, config.n_positions);
     if (a.seq_len > config.n_positions)
       usage_error("--seq-len " + std::to_string(a.seq_len) + " exceeds n_positions " + std::to_string(config.n_positions));
@@ -115,19 +127,23 @@ void run_train(TrainArgs a) {
   if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
 
   GPT2 model(config);
-  init_gpt2(model, a.s.seed);
+  init_gpt2(model, a.s.seed, a.sinusoidal);
   std::cerr << "training " << model.num_parameters() << " parameters (" << config.n_layer << " layers × "
             << config.n_head << " heads of " << config.head_dim() << (config.attn_only ? ", attention-only" : "")
             << ") for " << a.s.steps << " steps of " << a.s.batch << " × " << a.seq_len << " tokens\n";
   const auto history = train(model, data, a.s, a.eval_n, [&](const TrainRecord& r) { progress(r, a.s.steps); });
 
   const fs::path out(a.out);
-  io::write_config_json((out / "config.json").string(), config);
+  OutputSet files;
+  io::write_config_json(files.add((out / "config.json").string()), config);
+  files.add((out / "vocab.json").string());
+  files.add((out / "merges.txt").string());
   tok.write_files(a.out);
-  save_model(model, (out / "model.safetensors").string(),
+  save_model(model, files.add((out / "model.safetensors").string()),
              {{"qkv_train", settings_json(a)}, {"qkv_final_loss", std::to_string(history.back().loss)}});
-  write_train_csv((out / "train.csv").string(), history);
-  write_train_svg((out / "loss.svg").string(), history, a.eval_n);
+  write_train_csv(files.add((out / "train.csv").string()), history);
+  write_train_svg(files.add((out / "loss.svg").string()), history, a.eval_n);
+  files.commit();
   const TrainRecord& last = history.back();
   std::cout << "wrote " << a.out << "/ (model.safetensors, config.json, vocab.json, merges.txt, train.csv, loss.svg)\n"
             << "final loss " << report::fmt(last.loss, 3) << " after " << last.step << " steps in "
@@ -150,6 +166,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--n-embd", a->n_embd, "override the preset's width")->check(CLI::Range(1, 4096));
   cmd->add_option("--n-head", a->n_head, "override the preset's heads per layer")->check(CLI::Range(1, 256));
   cmd->add_option("--n-layer", a->n_layer, "override the preset's layers")->check(CLI::Range(1, 64));
+  cmd->add_option("--alphabet", a->alphabet, "induction preset: printable (64: letters, digits, space, .) or bytes (256)")
+      ->check(CLI::IsMember({"printable", "bytes"}));
+  cmd->add_option("--sinusoidal-init", a->sinusoidal, "start position embeddings as sinusoids (true/false)");
   cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::Range(8, 1 << 16));
