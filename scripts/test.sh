@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 t0=$(date +%s)
 bash scripts/setup.sh
 build=${QKV_BUILD_DIR:-build}
+# ctest runs $(nproc) tests at once: one thread each, and OpenMP threads that sleep instead of spinning,
+# so tests do not oversubscribe the cores (spinning OpenMP/BLIS teams stall for seconds under contention).
+export QKV_THREADS=${QKV_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # A failing stage does not stop the later ones (all failures show in one run); the exit status does.
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1

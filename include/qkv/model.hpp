@@ -60,7 +60,10 @@ class GPT2 {
 
 // GPT-2's initialisation: N(0, 0.02) matrices and embeddings, residual projections (attn.c_proj,
 // mlp.c_proj) scaled by 1/√(2·n_layer), LayerNorm weights 1, biases 0. Deterministic for a seed.
-void init_gpt2(GPT2& model, uint64_t seed);
+// With sinusoidal_positions, wpe starts as the sinusoids of "Attention Is All You Need" at the same
+// RMS as the token embeddings (still learned): relative offsets such as "the previous token" are then
+// one linear map away for every position, which a small model otherwise learns very slowly.
+void init_gpt2(GPT2& model, uint64_t seed, bool sinusoidal_positions = false);
 
 // Loads a checkpoint: a Hugging Face directory (config.json + model.safetensors), a .safetensors file
 // written by qkv (config in __metadata__["config"], or a config.json beside it), or an llm.c .bin.

@@ -85,7 +85,7 @@ MlpParams<float> GPT2::mlp(int l, const float* b) const {
   return {b + o.ln2_w, b + o.ln2_b, b + o.W_fc, b + o.b_fc, b + o.W_proj, b + o.b_proj};
 }
 
-void init_gpt2(GPT2& m, uint64_t seed) {
+void init_gpt2(GPT2& m, uint64_t seed, bool sinusoidal_positions) {
   std::mt19937_64 rng(seed);
   const double proj_std = 0.02 / std::sqrt(2.0 * m.config.n_layer);
   for (const ParamSpec& s : m.table) {
@@ -100,6 +100,16 @@ void init_gpt2(GPT2& m, uint64_t seed) {
       std::normal_distribution<double> dist(0.0, residual ? proj_std : 0.02);
       for (int64_t i = 0; i < s.numel; i++) p[i] = static_cast<float>(dist(rng));
     }
+  }
+  if (sinusoidal_positions) {
+    // wpe[pos, 2i] = sin(pos / 10000^(2i/d)), wpe[pos, 2i+1] = cos(…), scaled to RMS 0.02.
+    const int d = m.config.n_embd;
+    float* wpe = m.params.data() + m.wpe;
+    for (int pos = 0; pos < m.config.n_positions; pos++)
+      for (int j = 0; j < d; j++) {
+        const double angle = pos / std::pow(10000.0, double(j - j % 2) / d);
+        wpe[int64_t(pos) * d + j] = float(0.02 * std::sqrt(2.0) * (j % 2 ? std::cos(angle) : std::sin(angle)));
+      }
   }
 }
 

@@ -28,7 +28,7 @@ struct TrainArgs {
   std::string preset, data, config, tokenizer, out;
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
-  std::string alphabet = "printable";
+  std::string alphabet = "bytes";
   bool sinusoidal = true;                   // start wpe as sinusoids (still learned)       // induction preset: which tokens the random sequences use
   TrainSettings s;
 };
@@ -38,9 +38,9 @@ GPT2Config induction_config() {
   GPT2Config c;
   c.vocab_size = 256;
   c.n_positions = 128;
-  c.n_embd = 64;
+  c.n_embd = 128;
   c.n_layer = 2;
-  c.n_head = 4;
+  c.n_head = 4;  // heads of 32: with 16 the QK and OV circuits are too low-rank to separate 256 bytes
   c.attn_only = true;
   return c;
 }
@@ -157,6 +157,11 @@ void run_train(TrainArgs a) {
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a GPT-2 in C++ (--preset induction makes the bundled model)");
   auto a = std::make_shared<TrainArgs>();
+  // The recipe for the bundled model (models/induction/README.md).
+  a->s.steps = 6000;
+  a->s.batch = 16;
+  a->s.lr = 2e-3;
+  a->s.weight_decay = 0.01;
   cmd->add_option("--preset", a->preset, "induction: 2-layer attention-only, bytes, recurring random segments")
       ->check(CLI::IsMember({"induction"}));
   cmd->add_option("--data", a->data, "train on this text file instead (needs --config)");

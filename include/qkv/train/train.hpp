@@ -31,10 +31,14 @@ struct Sample {
 };
 using DataSource = std::function<Sample(std::mt19937_64&)>;
 
-// Sequences of uniformly random tokens in which random segments recur — half of them a random
-// prefix repeated twice, the rest with several earlier segments copied later — the task on which
-// the seeds' two-head induction circuit forms.
-DataSource induction_data(int vocab, int seq_len);
+// Sequences of uniformly random tokens in which random segments recur — 6/8 with segments copied
+// from random earlier to random later positions, 1/8 a random prefix repeated once (TransformerLens's
+// probe; alone it lets a model find the repeat by position instead of by content) — the task on which
+// the seeds' two-head induction circuit forms; and 1/8 skip-bigram chains (x[t+1] = g(x[t-1]) for a
+// fixed shuffle g), which reward the previous-token head the circuit is built on. Targets are set
+// only where the next token follows from the context (−1 elsewhere).
+DataSource induction_data(std::vector<int> alphabet, int seq_len);  // tokens drawn from `alphabet`
+DataSource induction_data(int vocab, int seq_len);                   // from every token 0 .. vocab-1
 
 // Random windows of seq_len + 1 tokens from a tokenized corpus.
 DataSource text_data(std::vector<int> tokens, int seq_len);
