@@ -28,7 +28,7 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len) {
       const int n = std::uniform_int_distribution<int>(4, seq_len / 2)(rng);
       for (int i = 0; i < n; i++) s.ids[size_t(n + i)] = s.ids[size_t(i)];
       for (int t = n; t + 1 < 2 * n; t++) predictable(t);
-    } else if (kind < 7) {
+    } else if (kind < 5) {
       // Several segments copied from random earlier positions to random later ones: only "find the
       // earlier occurrence of this token, copy what followed" predicts them — no position does.
       const int copies = std::uniform_int_distribution<int>(1, 4)(rng);

@@ -160,7 +160,7 @@ void register_train(CLI::App& app) {
   // The recipe for the bundled model (models/induction/README.md).
   a->s.steps = 6000;
   a->s.batch = 16;
-  a->s.lr = 2e-3;
+  a->s.lr = 3e-3;
   a->s.weight_decay = 0.01;
   cmd->add_option("--preset", a->preset, "induction: 2-layer attention-only, bytes, recurring random segments")
       ->check(CLI::IsMember({"induction"}));

@@ -31,10 +31,10 @@ struct Sample {
 };
 using DataSource = std::function<Sample(std::mt19937_64&)>;
 
-// Sequences of uniformly random tokens in which random segments recur — 6/8 with segments copied
+// Sequences of uniformly random tokens in which random segments recur — 4/8 with segments copied
 // from random earlier to random later positions, 1/8 a random prefix repeated once (TransformerLens's
 // probe; alone it lets a model find the repeat by position instead of by content) — the task on which
-// the seeds' two-head induction circuit forms; and 1/8 skip-bigram chains (x[t+1] = g(x[t-1]) for a
+// the seeds' two-head induction circuit forms; and 3/8 skip-bigram chains (x[t+1] = g(x[t-1]) for a
 // fixed shuffle g), which reward the previous-token head the circuit is built on. Targets are set
 // only where the next token follows from the context (−1 elsewhere).
 DataSource induction_data(std::vector<int> alphabet, int seq_len);  // tokens drawn from `alphabet`
