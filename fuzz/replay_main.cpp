@@ -36,6 +36,20 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// Under ASan every form of operator new that is not replaced here goes to ASan's allocator, and a
+// delete replaced here would then free() it (alloc-dealloc-mismatch): the nothrow forms (which
+// std::stable_sort's temporary buffer uses) must be replaced too. The aligned forms are left to the
+// runtime entirely, new and delete alike.
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;

@@ -28,7 +28,7 @@ if [ "${QKV_TEST_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   LSAN_OPTIONS=suppressions=$PWD/tests/robustness/sanitizers/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$asan" --output-on-failure -j "$(nproc)" || status=1
+    ctest --test-dir "$asan" --output-on-failure -j "$(nproc)" --timeout 600 || status=1
   t2=$(date +%s)
   echo "qkv test: ASan + UBSan build and suite $((t2 - t1))s" >&2
   t1=$t2
