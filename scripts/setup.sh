@@ -9,11 +9,15 @@ packages=(build-essential cmake ninja-build pkg-config git
           libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
-          curl nodejs npm chromium)                   # tests/cli/serve_test.sh, tests/web (Playwright)
+          curl chromium)                              # tests/cli/serve_test.sh, tests/web (Playwright)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm for the browser tests: Debian's packages only where no node/npm is on PATH already
+# (a machine may carry another Node.js build, which Debian's npm package conflicts with).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "qkv setup: installing ${missing[*]}" >&2
   sudo=""
