@@ -120,7 +120,7 @@ TEST(Data, InductionSequencesRepeatAndTargetsAreOnlyThePredictableNextTokens) {
         found = std::equal(s.ids.begin() + long(a), s.ids.begin() + long(a) + 3, s.ids.begin() + long(b));
     repeated += found;
   }
-  EXPECT_GE(repeated, 40);  // all but the skip-bigram chains (1 in 8) hold a copied 3-gram
+  EXPECT_GE(repeated, 25) << repeated;  // all but the skip-bigram chains (3 in 8) hold a copied 3-gram: ~31 of 50
 }
 
 }  // namespace
