@@ -40,9 +40,13 @@ std::vector<double> parse_numbers(const std::string& arg, const std::string& tex
 
 std::vector<int> parse_ints(const std::string& arg, const std::string& text) {
   std::vector<int> out;
+  size_t pos = 0;
   for (double v : parse_numbers(arg, text)) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma + 1;
     if (v != double(int64_t(v)) || v < -2147483648.0 || v > 2147483647.0)
-      usage_error(arg + ": '" + std::to_string(v) + "' is not an integer");
+      usage_error(arg + ": '" + item + "' is not an integer (in '" + text + "')");
     out.push_back(int(v));
   }
   return out;
