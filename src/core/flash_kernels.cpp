@@ -23,6 +23,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define QKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+// An AVX-512 function called from a plain function's OpenMP region (see "Forward" below).
+#define QKV_AVX512_ITEM QKV_AVX512 __attribute__((noinline))
 
 namespace qkv::flash_detail {
 
@@ -288,83 +290,97 @@ bool vexp(const float* x, float* y, int n) {
 //   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
 //   l = alpha l + Σ_j Pᵀ;  Oᵀ = alpha Oᵀ + Vᵀ Pᵀ;   finally z = Oᵀᵀ / l,  lse = m + log l
 // The products run on 48-lane chunks of the block, so a K/V tile is reused by kBrF/48 chunks.
-QKV_AVX512 void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H,
-                               int T, int dh, float scale) {
+//
+// The OpenMP parallel regions live in plain functions (forward_avx512, backward_avx512) that call one
+// QKV_AVX512 function per work item, with only pointers and integers in its signature. clang outlines
+// a `#pragma omp parallel` region into a function without the enclosing function's target attribute,
+// so a region holding AVX-512 vectors does not compile there ("AVX vector return ... without 'avx512f'
+// enabled changes the ABI"); GCC accepts either form. noinline: the item must stay a separate
+// AVX-512 function whatever the compiler decides (neither compiler inlines a target function into a
+// caller without the target, but the contract is stated rather than left to heuristics).
+
+// One work item w of the forward; Qt, Ot: [dh][kBrF], S: [kBcF][kBrF], this thread's scratch.
+QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v, float* z, float* lse, int H,
+                                  int T, int dh, float scale, long w, float* Qt, float* Ot, float* S) {
   constexpr int NV = kBrF / 16;
+  const int nqb = (T + kBrF - 1) / kBrF;
+  alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
+  const int h = static_cast<int>(w % H), qb = nqb - 1 - static_cast<int>(w / H);
+  const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
+  const int nch = (nq + kBr - 1) / kBr, nv = nch * kQV;  // 48-lane chunks / vectors with real queries
+  const size_t base = static_cast<size_t>(h) * T * dh;
+  const float *qh = q + base, *kh = k + base, *vh = v + base;
+  // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
+  for (int r = 0; r < kBrF; ++r)
+    for (int d = 0; d < dh; ++d)
+      Qt[static_cast<size_t>(d) * kBrF + r] =
+          r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
+  std::memset(Ot, 0, sizeof(float) * dh * kBrF);
+  for (int u = 0; u < NV; ++u) {
+    _mm512_store_ps(m + 16 * u, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+    _mm512_store_ps(l + 16 * u, _mm512_setzero_ps());
+  }
+  for (int j0 = 0; j0 < kend; j0 += kBcF) {
+    const int nk = std::min(kBcF, kend - j0);
+    for (int c = 0; c < nch; ++c)  // chunk c only sees keys < i0 + 48(c+1)
+      lanes_rows<kStore>(kh + static_cast<size_t>(j0) * dh, dh, Qt + kBr * c, kBrF, S + kBr * c, kBrF, dh,
+                         std::min(nk, i0 + kBr * (c + 1) - j0));
+    const bool diag = j0 + nk - 1 > i0;  // some key of the tile is after some query of the block
+    __m512 mx[NV], sum[NV];
+    for (int u = 0; u < nv; ++u) mx[u] = _mm512_load_ps(m + 16 * u);
+    for (int j = 0; j < nk; ++j) {
+      float* s = S + static_cast<size_t>(j) * kBrF;
+      if (diag && j0 + j > i0) {  // mask lanes i0 + lane < j0 + j (rows past a chunk's end included)
+        const int lim = j0 + j - i0;
+        for (int u = 0; u < nv; ++u) {
+          const __mmask16 mk =
+              _mm512_cmp_ps_mask(lane_index(u), _mm512_set1_ps(static_cast<float>(lim)), _CMP_LT_OQ);
+          const __m512 cur = 16 * u + 16 <= lim ? _mm512_setzero_ps() : _mm512_load_ps(s + 16 * u);
+          _mm512_store_ps(s + 16 * u, _mm512_mask_blend_ps(
+                                          mk, cur, _mm512_set1_ps(-std::numeric_limits<float>::infinity())));
+        }
+      }
+      for (int u = 0; u < nv; ++u) mx[u] = _mm512_maskz_max_ps(0xFFFF, mx[u], _mm512_load_ps(s + 16 * u));
+    }
+    for (int u = 0; u < nv; ++u) {
+      const __m512 a = exp512(_mm512_sub_ps(_mm512_load_ps(m + 16 * u), mx[u]));
+      _mm512_store_ps(alpha + 16 * u, a);
+      _mm512_store_ps(m + 16 * u, mx[u]);
+      sum[u] = _mm512_mul_ps(_mm512_load_ps(l + 16 * u), a);
+    }
+    for (int j = 0; j < nk; ++j) {
+      float* s = S + static_cast<size_t>(j) * kBrF;
+      for (int u = 0; u < nv; ++u) {
+        const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s + 16 * u), mx[u]));
+        _mm512_store_ps(s + 16 * u, p);
+        sum[u] = _mm512_add_ps(sum[u], p);
+      }
+    }
+    for (int u = 0; u < nv; ++u) _mm512_store_ps(l + 16 * u, sum[u]);
+    for (int c = 0; c < nch; ++c)
+      lanes_cols_scaleadd(vh + static_cast<size_t>(j0) * dh, dh, S + kBr * c, Ot + kBr * c, kBrF,
+                          std::min(nk, i0 + kBr * (c + 1) - j0), dh, alpha + kBr * c);
+  }
+  for (int r = 0; r < nq; ++r) {
+    float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
+    for (int d = 0; d < dh; ++d) zr[d] = Ot[static_cast<size_t>(d) * kBrF + r] / l[r];
+    lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
+  }
+}
+
+// Not QKV_AVX512: see above. Called only when avx512_available().
+void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T,
+                    int dh, float scale) {
   const int nqb = (T + kBrF - 1) / kBrF;
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
   {
-    const struct {
-      float* p;
-    } Qt{tls_fwd_qt.get(static_cast<size_t>(dh) * kBrF)}, Ot{tls_fwd_ot.get(static_cast<size_t>(dh) * kBrF)},
-        S{tls_fwd_s.get(static_cast<size_t>(kBcF) * kBrF)};  // views of this thread's scratch
-    alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
+    // This thread's scratch (grow-only, kept between calls).
+    float* const Qt = tls_fwd_qt.get(static_cast<size_t>(dh) * kBrF);
+    float* const Ot = tls_fwd_ot.get(static_cast<size_t>(dh) * kBrF);
+    float* const S = tls_fwd_s.get(static_cast<size_t>(kBcF) * kBrF);
 #pragma omp for schedule(dynamic, 1)
-    for (long w = 0; w < items; ++w) {
-      const int h = static_cast<int>(w % H), qb = nqb - 1 - static_cast<int>(w / H);
-      const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
-      const int nch = (nq + kBr - 1) / kBr, nv = nch * kQV;  // 48-lane chunks / vectors with real queries
-      const size_t base = static_cast<size_t>(h) * T * dh;
-      const float *qh = q + base, *kh = k + base, *vh = v + base;
-      // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
-      for (int r = 0; r < kBrF; ++r)
-        for (int d = 0; d < dh; ++d)
-          Qt.p[static_cast<size_t>(d) * kBrF + r] =
-              r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
-      std::memset(Ot.p, 0, sizeof(float) * dh * kBrF);
-      for (int u = 0; u < NV; ++u) {
-        _mm512_store_ps(m + 16 * u, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
-        _mm512_store_ps(l + 16 * u, _mm512_setzero_ps());
-      }
-      for (int j0 = 0; j0 < kend; j0 += kBcF) {
-        const int nk = std::min(kBcF, kend - j0);
-        for (int c = 0; c < nch; ++c)  // chunk c only sees keys < i0 + 48(c+1)
-          lanes_rows<kStore>(kh + static_cast<size_t>(j0) * dh, dh, Qt.p + kBr * c, kBrF, S.p + kBr * c, kBrF,
-                             dh, std::min(nk, i0 + kBr * (c + 1) - j0));
-        const bool diag = j0 + nk - 1 > i0;  // some key of the tile is after some query of the block
-        __m512 mx[NV], sum[NV];
-        for (int u = 0; u < nv; ++u) mx[u] = _mm512_load_ps(m + 16 * u);
-        for (int j = 0; j < nk; ++j) {
-          float* s = S.p + static_cast<size_t>(j) * kBrF;
-          if (diag && j0 + j > i0) {  // mask lanes i0 + lane < j0 + j (rows past a chunk's end included)
-            const int lim = j0 + j - i0;
-            for (int u = 0; u < nv; ++u) {
-              const __mmask16 mk =
-                  _mm512_cmp_ps_mask(lane_index(u), _mm512_set1_ps(static_cast<float>(lim)), _CMP_LT_OQ);
-              const __m512 cur = 16 * u + 16 <= lim ? _mm512_setzero_ps() : _mm512_load_ps(s + 16 * u);
-              _mm512_store_ps(
-                  s + 16 * u,
-                  _mm512_mask_blend_ps(mk, cur, _mm512_set1_ps(-std::numeric_limits<float>::infinity())));
-            }
-          }
-          for (int u = 0; u < nv; ++u) mx[u] = _mm512_maskz_max_ps(0xFFFF, mx[u], _mm512_load_ps(s + 16 * u));
-        }
-        for (int u = 0; u < nv; ++u) {
-          const __m512 a = exp512(_mm512_sub_ps(_mm512_load_ps(m + 16 * u), mx[u]));
-          _mm512_store_ps(alpha + 16 * u, a);
-          _mm512_store_ps(m + 16 * u, mx[u]);
-          sum[u] = _mm512_mul_ps(_mm512_load_ps(l + 16 * u), a);
-        }
-        for (int j = 0; j < nk; ++j) {
-          float* s = S.p + static_cast<size_t>(j) * kBrF;
-          for (int u = 0; u < nv; ++u) {
-            const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s + 16 * u), mx[u]));
-            _mm512_store_ps(s + 16 * u, p);
-            sum[u] = _mm512_add_ps(sum[u], p);
-          }
-        }
-        for (int u = 0; u < nv; ++u) _mm512_store_ps(l + 16 * u, sum[u]);
-        for (int c = 0; c < nch; ++c)
-          lanes_cols_scaleadd(vh + static_cast<size_t>(j0) * dh, dh, S.p + kBr * c, Ot.p + kBr * c, kBrF,
-                              std::min(nk, i0 + kBr * (c + 1) - j0), dh, alpha + kBr * c);
-      }
-      for (int r = 0; r < nq; ++r) {
-        float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
-        for (int d = 0; d < dh; ++d) zr[d] = Ot.p[static_cast<size_t>(d) * kBrF + r] / l[r];
-        lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
-      }
-    }
+    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, T, dh, scale, w, Qt, Ot, S);
   }
 }
 
@@ -417,9 +433,9 @@ struct BwdTiles {
 };
 
 // Packs query block qb of one head (pointers already offset to the head).
-QKV_AVX512 void bwd_pack_block(const BwdShape& sh, const BwdPack& pk, int qb, const float* q, const float* k,
-                               const float* v, const float* z, const float* lse, const float* dz,
-                               float scale) {
+QKV_AVX512_ITEM void bwd_pack_block(const BwdShape& sh, const BwdPack& pk, int qb, const float* q,
+                                    const float* k, const float* v, const float* z, const float* lse,
+                                    const float* dz, float scale) {
   const int dh = sh.dh, dhp = sh.dhp;
   for (int r = 0; r < kBr; ++r) {
     const int i = qb * kBr + r;
@@ -445,8 +461,8 @@ QKV_AVX512 void bwd_pack_block(const BwdShape& sh, const BwdPack& pk, int qb, co
 }
 
 // Key block kb of one head: accumulates into dQ [Tp][dhp], writes dk, dv rows (offset to the head).
-QKV_AVX512 void bwd_key_block(const BwdShape& sh, const BwdPack& pk, const BwdTiles& tl, int kb, float* dQ,
-                              float* dk, float* dv) {
+QKV_AVX512_ITEM void bwd_key_block(const BwdShape& sh, const BwdPack& pk, const BwdTiles& tl, int kb,
+                                   float* dQ, float* dk, float* dv) {
   static_assert(kBcB == kBr && kBr % 24 == 0, "square blocks, rows a multiple of every micro-kernel height");
   const int dh = sh.dh, dhp = sh.dhp;
   const int j0 = kb * kBcB, nk = std::min(kBcB, sh.T - j0);
@@ -487,9 +503,32 @@ QKV_AVX512 void bwd_key_block(const BwdShape& sh, const BwdPack& pk, const BwdTi
   }
 }
 
-QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, const float* z,
-                                const float* lse, const float* dz, float* dq, float* dk, float* dv, int H,
-                                int T, int dh, float scale) {
+// Head h whole, on one thread (pointers offset to the head): pack, every key block into this thread's
+// dQ [Tp][dhp], then dq = scale · dQ.
+QKV_AVX512_ITEM void bwd_head(const BwdShape& sh, const BwdPack& pk, const BwdTiles& tl, const float* q,
+                              const float* k, const float* v, const float* z, const float* lse,
+                              const float* dz, float* dq, float* dk, float* dv, float* dQ, float scale) {
+  for (int qb = 0; qb < sh.nqb; ++qb) bwd_pack_block(sh, pk, qb, q, k, v, z, lse, dz, scale);
+  std::memset(dQ, 0, sizeof(float) * sh.pad);
+  for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, pk, tl, kb, dQ, dk, dv);
+  for (int i = 0; i < sh.T; ++i)
+    for (int d = 0; d < sh.dh; ++d)
+      dq[static_cast<size_t>(i) * sh.dh + d] = scale * dQ[static_cast<size_t>(i) * sh.dhp + d];
+}
+
+// Row i of a shared head's dq (offset to the head): scale · the sum of the nt threads' dQ rows.
+QKV_AVX512_ITEM void bwd_sum_dq_row(const BwdShape& sh, float* const* dQ_all, int nt, int i, float* dq,
+                                    float scale) {
+  for (int d = 0; d < sh.dh; ++d) {
+    float s = 0.0f;
+    for (int t = 0; t < nt; ++t) s += dQ_all[t][static_cast<size_t>(i) * sh.dhp + d];
+    dq[static_cast<size_t>(i) * sh.dh + d] = scale * s;
+  }
+}
+
+// Not QKV_AVX512 (see the forward): the parallel regions only call the AVX-512 functions above.
+void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
+                     const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale) {
   const BwdShape sh(T, dh);
   const size_t hs = static_cast<size_t>(T) * dh;  // one head's [T, dh]
   std::vector<float*> dQ_all(omp_get_max_threads(), nullptr);
@@ -505,14 +544,8 @@ QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, 
       BwdPack own(sh);
       for (int h = tid; h < solo; h += nt) {
         const size_t base = h * hs;
-        for (int qb = 0; qb < sh.nqb; ++qb)
-          bwd_pack_block(sh, own, qb, q + base, k + base, v + base, z + base,
-                         lse + static_cast<size_t>(h) * T, dz + base, scale);
-        std::memset(dQ.p, 0, sizeof(float) * sh.pad);
-        for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, own, tl, kb, dQ.p, dk + base, dv + base);
-        for (int i = 0; i < T; ++i)
-          for (int d = 0; d < dh; ++d)
-            dq[base + static_cast<size_t>(i) * dh + d] = scale * dQ.p[static_cast<size_t>(i) * sh.dhp + d];
+        bwd_head(sh, own, tl, q + base, k + base, v + base, z + base, lse + static_cast<size_t>(h) * T,
+                 dz + base, dq + base, dk + base, dv + base, dQ.p, scale);
       }
     }
     if (solo < H) {
@@ -529,12 +562,7 @@ QKV_AVX512 void backward_avx512(const float* q, const float* k, const float* v, 
 #pragma omp for schedule(dynamic, 1)
         for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, *shared, tl, kb, dQ.p, dk + base, dv + base);
 #pragma omp for schedule(static)
-        for (int i = 0; i < T; ++i)
-          for (int d = 0; d < dh; ++d) {
-            float s = 0.0f;
-            for (int t = 0; t < nt; ++t) s += dQ_all[t][static_cast<size_t>(i) * sh.dhp + d];
-            dq[base + static_cast<size_t>(i) * dh + d] = scale * s;
-          }
+        for (int i = 0; i < T; ++i) bwd_sum_dq_row(sh, dQ_all.data(), nt, i, dq + base, scale);
       }
     }
   }
