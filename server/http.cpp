@@ -65,27 +65,8 @@ const char* reason(int status) {
 
 }  // namespace
 
-void serve(Service& service, const ServeOptions& o, const std::function<void(const std::string&)>& on_ready) {
-  // SIGINT/SIGTERM are taken by a waiting thread (sigwait), which stops the server cleanly; they are
-  // blocked before httplib starts its threads so that every thread inherits the mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-
-  httplib::Server svr;
+void configure_routes(httplib::Server& svr, Service& service, const ServeOptions& o) {
   svr.set_payload_max_length(o.max_body_bytes);
-  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server share
-  // a busy port silently instead of failing with a clear message.
-  svr.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
-  });
-  svr.set_read_timeout(10, 0);
-  svr.set_write_timeout(30, 0);
-  svr.set_keep_alive_timeout(5);
   svr.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                            {"Cache-Control", "no-store"},
                            {"Referrer-Policy", "no-referrer"}});
@@ -99,28 +80,31 @@ void serve(Service& service, const ServeOptions& o, const std::function<void(con
                    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
                    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'");
   });
-  svr.Get("/api/info", [&](const httplib::Request&, httplib::Response& res) {
+  // The handlers hold a reference to `service` and copies of the options they use: they may outlive `o`.
+  const size_t cap = o.max_body_bytes;
+  svr.Get("/api/info", [&service, cap](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {
       json j = service.info();
-      j["limits"] = {{"max_body_bytes", o.max_body_bytes}, {"n_positions", service.model().config.n_positions}};
+      j["limits"] = {{"max_body_bytes", cap}, {"n_positions", service.model().config.n_positions}};
       return j;
     });
   });
   svr.Get("/api/soft-dictionary",
-          [&](const httplib::Request&, httplib::Response& res) { guarded(res, [] { return Service::soft_dictionary_example(); }); });
-  svr.Get("/api/heads", [&](const httplib::Request&, httplib::Response& res) {
+          [](const httplib::Request&, httplib::Response& res) { guarded(res, [] { return Service::soft_dictionary_example(); }); });
+  svr.Get("/api/heads", [&service](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] { return service.heads(json::object()); });
   });
-  svr.Get("/api/circuits", [&](const httplib::Request&, httplib::Response& res) { guarded(res, [&] { return service.circuits(); }); });
-  auto post = [&](const char* path, json (Service::*fn)(const json&)) {
+  svr.Get("/api/circuits",
+          [&service](const httplib::Request&, httplib::Response& res) { guarded(res, [&] { return service.circuits(); }); });
+  auto post = [&svr, &service](const char* path, json (Service::*fn)(const json&)) {
     svr.Post(path, [&service, fn](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] { return (service.*fn)(parse_body(req)); });
     });
   };
-  svr.Post("/api/tokenize", [&](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/api/tokenize", [&service](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { return service.tokenize(parse_body(req)); });
   });
-  svr.Post("/api/soft-dictionary", [&](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/api/soft-dictionary", [&service](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { return service.soft_dictionary(parse_body(req)); });
   });
   post("/api/attention", &Service::attention);
@@ -128,7 +112,6 @@ void serve(Service& service, const ServeOptions& o, const std::function<void(con
 
   // Whatever a handler did not answer (unknown path, wrong method, body over the cap) becomes a JSON
   // error with the status httplib chose.
-  const size_t cap = o.max_body_bytes;
   svr.set_error_handler([cap](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() && res.get_header_value("Content-Type").rfind("application/json", 0) == 0) return;
     std::string msg = reason(res.status);
@@ -143,6 +126,29 @@ void serve(Service& service, const ServeOptions& o, const std::function<void(con
     svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
       std::fprintf(stderr, "%s %s -> %d (%zu bytes)\n", req.method.c_str(), req.path.c_str(), res.status, res.body.size());
     });
+}
+
+void serve(Service& service, const ServeOptions& o, const std::function<void(const std::string&)>& on_ready) {
+  // SIGINT/SIGTERM are taken by a waiting thread (sigwait), which stops the server cleanly; they are
+  // blocked before httplib starts its threads so that every thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  httplib::Server svr;
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server share
+  // a busy port silently instead of failing with a clear message.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
+  svr.set_read_timeout(10, 0);
+  svr.set_write_timeout(30, 0);
+  svr.set_keep_alive_timeout(5);
+  configure_routes(svr, service, o);
 
   int port = o.port;
   if (port == 0) {

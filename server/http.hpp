@@ -6,6 +6,10 @@
 
 #include "service.hpp"
 
+namespace httplib {
+class Server;
+}
+
 namespace qkv::server {
 
 struct ServeOptions {
@@ -18,6 +22,13 @@ struct ServeOptions {
 // Binds, calls on_ready(url) once the socket listens, then serves until SIGINT/SIGTERM. Throws
 // qkv::Error (usage) when the address cannot be bound.
 void serve(Service& service, const ServeOptions& options, const std::function<void(const std::string&)>& on_ready);
+
+// Everything serve() sets up on the server except sockets and timeouts: the body limit
+// (options.max_body_bytes, 413 above it), default headers, the asset and /api/ routes, the JSON error
+// handler (every status >= 400 gets {"error": "..."}), the exception handler and, with options.log, the
+// request log. The handlers keep a reference to `service`, which must outlive `svr`. serve() calls it;
+// so does the HTTP fuzz target (fuzz/targets/http_request.cpp), which feeds it requests without sockets.
+void configure_routes(httplib::Server& svr, Service& service, const ServeOptions& options);
 
 // An embedded asset (web/), by URL path: "/" is index.html. nullptr for anything else.
 struct Asset {
