@@ -57,8 +57,10 @@ const char* reason(int status) {
     case 400: return "bad request";
     case 404: return "not found: only the page's own files and /api/ endpoints exist";
     case 405: return "method not allowed";
+    case 411: return "a Content-Length is required";
     case 413: return "the request body is too large";
     case 414: return "the request URI is too long";
+    case 415: return "unsupported request body encoding";
     default: return status >= 500 ? "internal error" : "request refused";
   }
 }
@@ -109,6 +111,32 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   });
   post("/api/attention", &Service::attention);
   post("/api/heads", &Service::heads);
+
+  // Request bodies are bounded before a byte of them is read. cpp-httplib 0.11.4 applies
+  // set_payload_max_length to a Content-Length only: a chunked body or one without Content-Length (read
+  // until the client closes) is read whole whatever its size, and a gzip/deflate/brotli body is
+  // inflated without a limit; any of them lets one request fill the memory. The API takes JSON sent
+  // with a Content-Length (what browsers and curl -d send), so the others are refused here: 411 for a
+  // Transfer-Encoding or a body method without Content-Length, 415 for a Content-Encoding. The body is
+  // left unread, so the response asks the client to close (httplib itself would read on: what follows
+  // on that connection gets a 400 per line, at most keep_alive_max_count of them).
+  svr.set_pre_routing_handler([cap](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = req.method;
+    const bool body_method = m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "PRI";
+    const std::string limit = " (at most " + std::to_string(cap) + " bytes)";
+    if (req.has_header("Transfer-Encoding")) {
+      send_error(res, 411, "Transfer-Encoding is not accepted: send the body with a Content-Length" + limit);
+    } else if (body_method && !req.has_header("Content-Length")) {
+      send_error(res, 411, "a Content-Length is required" + limit);
+    } else if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity") {
+      send_error(res, 415, "compressed request bodies are not accepted (Content-Encoding: " +
+                               req.get_header_value("Content-Encoding") + "); send plain JSON" + limit);
+    } else {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
 
   // Whatever a handler did not answer (unknown path, wrong method, body over the cap) becomes a JSON
   // error with the status httplib chose.
