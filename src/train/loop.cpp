@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "qkv/analysis/head_detector.hpp"
 #include "qkv/error.hpp"
 #include "qkv/train/train.hpp"
 
@@ -27,6 +28,25 @@ InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t 
   r.first_half /= sequences;
   r.repeated_half /= sequences;
   return r;
+}
+
+HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
+  HeadWatch w;
+  if (model.config.n_layer < 1 || 2 * n > model.config.n_positions || n < 2) return w;
+  const auto seqs = analysis::repeated_random_tokens(model.config.vocab_size, n, sequences, seed);
+  const auto scan = analysis::scan_heads(model, seqs, n, -1, {});
+  for (const auto& h : scan.heads) {
+    if (h.layer == 0 && h.previous_token > w.previous_token) {
+      w.previous_token = h.previous_token;
+      w.previous_token_head = h.head;
+    }
+    if (h.layer > 0 && h.induction > w.induction) {
+      w.induction = h.induction;
+      w.induction_layer = h.layer;
+      w.induction_head = h.head;
+    }
+  }
+  return w;
 }
 
 std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainSettings& s, int eval_n,
@@ -73,6 +93,7 @@ std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainS
     if (eval_n > 0 && (r.step % s.eval_every == 0 || r.step == s.steps || r.step == 1)) {
       r.evaluated = true;
       r.eval = in_context_loss(model, eval_n, 16, s.seed + 1000003);
+      r.heads = watch_heads(model, eval_n, 4, s.seed + 2000003);
     }
     history.push_back(r);
     if (on_step) on_step(r);

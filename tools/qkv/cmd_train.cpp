@@ -58,10 +58,18 @@ void progress(const TrainRecord& r, int steps) {
   const double frac = double(r.step) / steps;
   const double left = r.seconds / frac - r.seconds;
   const int width = 24, filled = int(frac * width);
-  char line[256];
-  std::snprintf(line, sizeof line, "step %5d/%d [%s%s] loss %.3f  %.1fk tok/s  %s elapsed, %s left", r.step, steps,
+  // The latest evaluation: the in-context loss and the circuit's two head scores as they form.
+  static std::string watched;
+  if (r.evaluated) {
+    char w[160];
+    std::snprintf(w, sizeof w, "  | in-context %+.2f, prev-token %.2f, induction %.2f", r.eval.in_context(),
+                  r.heads.previous_token, r.heads.induction);
+    watched = w;
+  }
+  char line[384];
+  std::snprintf(line, sizeof line, "step %5d/%d [%s%s] loss %.3f  %.1fk tok/s  %s elapsed, %s left%s", r.step, steps,
                 std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), r.loss,
-                r.tokens_per_second / 1000, hms(r.seconds).c_str(), hms(left).c_str());
+                r.tokens_per_second / 1000, hms(r.seconds).c_str(), hms(left).c_str(), watched.c_str());
   if (tty) {
     std::fprintf(stderr, "\r%s\033[K", line);
     if (r.step == steps) std::fprintf(stderr, "\n");

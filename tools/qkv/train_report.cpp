@@ -11,13 +11,14 @@ namespace qkv::cli {
 void write_train_csv(const std::string& path, const std::vector<TrainRecord>& h) {
   std::ostringstream o;
   o.precision(8);
-  o << "step,lr,loss,grad_norm,seconds,tokens_per_second,first_half_loss,repeated_half_loss,in_context_loss\n";
+  o << "step,lr,loss,grad_norm,seconds,tokens_per_second,first_half_loss,repeated_half_loss,in_context_loss,previous_token_score,induction_score\n";
   for (const auto& r : h) {
     o << r.step << ',' << r.lr << ',' << r.loss << ',' << r.grad_norm << ',' << r.seconds << ',' << r.tokens_per_second;
     if (r.evaluated)
-      o << ',' << r.eval.first_half << ',' << r.eval.repeated_half << ',' << r.eval.in_context() << '\n';
+      o << ',' << r.eval.first_half << ',' << r.eval.repeated_half << ',' << r.eval.in_context() << ','
+        << r.heads.previous_token << ',' << r.heads.induction << '\n';
     else
-      o << ",,,\n";
+      o << ",,,,,\n";
   }
   io::write_file_atomic(path, o.str());
 }

@@ -70,11 +70,20 @@ struct InContextLoss {
 };
 InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t seed);
 
+// The circuit as it forms: the best previous-token score in the first layer and the best induction
+// score in any later layer (TransformerLens's detector, on the same repeated random sequences).
+struct HeadWatch {
+  double previous_token = 0, induction = 0;
+  int previous_token_head = -1, induction_layer = -1, induction_head = -1;
+};
+HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed);
+
 struct TrainRecord {
   int step = 0;
   double lr = 0, loss = 0, grad_norm = 0, seconds = 0, tokens_per_second = 0;
   bool evaluated = false;
   InContextLoss eval;
+  HeadWatch heads;  // set with eval
 };
 
 // The loop: for each step, `batch` samples (threads over samples, per-thread gradient buffers
