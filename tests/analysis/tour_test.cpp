@@ -40,7 +40,7 @@ bool expected_verdict(const Claim& c) {
     return n("loss_qk_ablated") - n("loss_intact") >= 0.01 && n("loss_ov_ablated") - n("loss_intact") >= 0.01 &&
            n("ov_pattern_max_abs_diff") == 0;
   if (c.id == "soft_dictionary_example") return n("max_abs_vs_seed") <= 0.005;
-  if (c.id == "sqrt_dk") return n("max_weight_raw") >= 0.9 && n("grad_ratio") <= 0.1;
+  if (c.id == "sqrt_dk") return n("max_weight_raw") >= 0.9 && n("median_grad_ratio") <= 0.1;
   if (c.id == "gradcheck") return n("max_abs_error") < 1e-6 && n("ds_row_sum_max_abs") <= 1e-12;
   if (c.id == "k_composition") {
     std::string top, want;
