@@ -1,4 +1,7 @@
 // qkv serve — the seeds' panels as a local web page over the real model (server/, web/, docs/api.md).
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -17,6 +20,17 @@ struct ServeArgs {
 };
 
 void run_serve(ServeArgs& a) {
+  // server::serve() stops cleanly on SIGINT/SIGTERM by taking them with sigwait, which needs them blocked
+  // in every thread. A thread started before serve() — by OpenMP/BLIS while the model loads or warms up —
+  // would keep them unblocked and the kernel could deliver SIGTERM there, killing the process without the
+  // clean stop. So they are blocked here, first, and every later thread inherits the mask. One that
+  // arrives during the load stays pending and stops the server as soon as serve() waits for it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   LoadedModel lm = load_model_arg(a.m);
   server::ServiceOptions so;
   so.max_concurrent_forwards = a.forwards;
