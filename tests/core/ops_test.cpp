@@ -207,7 +207,9 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 TEST(Gradcheck, LayerNorm) {
-  for (auto [N, d] : {std::pair{1, 1}, {1, 5}, {3, 7}, {4, 16}}) {
+  for (auto shape : {std::pair{1, 1}, {1, 5}, {3, 7}, {4, 16}}) {
+    // Plain variables, not a structured binding: `loss` captures them, which clang 14 does not allow.
+    const int N = shape.first, d = shape.second;
     auto x = randn<double>(size_t(N) * d, 40), w = randn<double>(d, 41), b = randn<double>(d, 42);
     auto dy = randn<double>(x.size(), 43);
     std::vector<double> y(x.size()), mean(N), rstd(N);
