@@ -2,10 +2,10 @@
 #include <cmath>
 #include <limits>
 
-#include "qkv/error.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/model.hpp"
 #include "qkv/ops.hpp"
+#include "model/embed.hpp"
 
 namespace qkv {
 namespace {
@@ -53,14 +53,7 @@ void record_block(const GPT2& m, int l, const Activations& a, Trace& tr) {
 const std::vector<float>& forward(const GPT2& m, const std::vector<int>& ids, Activations& a, Trace* trace) {
   const GPT2Config& c = m.config;
   const int T = int(ids.size()), d = c.n_embd, L = c.n_layer, V = c.vocab_size;
-  if (T < 1) usage_error("no tokens: the input is empty");
-  if (T > c.n_positions)
-    usage_error(std::to_string(T) + " tokens, but the model has only " + std::to_string(c.n_positions) +
-                " positions (n_positions); shorten the input");
-  for (int t = 0; t < T; t++)
-    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
-      usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
-                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  model_detail::check_input_ids(c, ids);
   a.T = T;
   a.ids = ids;
   a.resid.resize(size_t(L) + 1);
@@ -71,11 +64,7 @@ const std::vector<float>& forward(const GPT2& m, const std::vector<int>& ids, Ac
   for (auto& r : a.mid) r.resize(size_t(T) * d);
 
   // x = wte[ids] + wpe[positions]
-  const float* wte = m.params.data() + m.wte;
-  const float* wpe = m.params.data() + m.wpe;
-  for (int t = 0; t < T; t++)
-    for (int j = 0; j < d; j++)
-      a.resid[0][size_t(t) * d + j] = wte[int64_t(ids[size_t(t)]) * d + j] + wpe[int64_t(t) * d + j];
+  model_detail::embed_tokens(m, ids, a.resid[0].data(), /*parallel=*/false);
 
   for (int l = 0; l < L; l++) {
     attention_sublayer_forward(a.mid[size_t(l)].data(), a.resid[size_t(l)].data(), m.attention(l, m.params.data()),
@@ -89,6 +78,7 @@ const std::vector<float>& forward(const GPT2& m, const std::vector<int>& ids, Ac
   }
 
   // logits = ln_f(x) · wteᵀ
+  const float* wte = m.params.data() + m.wte;
   a.lnf.resize(size_t(T) * d);
   a.lnf_mean.resize(size_t(T));
   a.lnf_rstd.resize(size_t(T));

@@ -8,6 +8,7 @@
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
+#include "model/embed.hpp"
 
 namespace qkv {
 namespace {
@@ -138,14 +139,7 @@ const std::vector<float>& forward_fast(const GPT2& m, const std::vector<int>& id
   const GPT2Config& c = m.config;
   const int T = int(ids.size()), d = c.n_embd, H = c.n_head, dh = c.head_dim(), V = c.vocab_size;
   const int inner = c.mlp_dim();
-  if (T < 1) usage_error("no tokens: the input is empty");
-  if (T > c.n_positions)
-    usage_error(std::to_string(T) + " tokens, but the model has only " + std::to_string(c.n_positions) +
-                " positions (n_positions); shorten the input");
-  for (int t = 0; t < T; t++)
-    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
-      usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
-                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  model_detail::check_input_ids(c, ids);
   if (st.max_T < T || !same_shape(st.config, c) || (!last_only && !st.full_logits))
     st.reserve(c, std::max(T, st.max_T), (st.max_T > 0 && st.full_logits) || !last_only);
 
@@ -155,16 +149,7 @@ const std::vector<float>& forward_fast(const GPT2& m, const std::vector<int>& id
   float *x = st.x.data(), *u = st.u.data();
 
   // x = wte[ids] + wpe[positions]
-  const float* wte = P + m.wte;
-  const float* wpe = P + m.wpe;
-#pragma omp parallel for schedule(static) if (long(T) * d >= kParallelElems)
-  for (int t = 0; t < T; t++) {
-    const float* e = wte + long(ids[size_t(t)]) * d;
-    const float* p = wpe + long(t) * d;
-    float* xt = x + long(t) * d;
-#pragma omp simd
-    for (int j = 0; j < d; j++) xt[j] = e[j] + p[j];
-  }
+  model_detail::embed_tokens(m, ids, x, long(T) * d >= kParallelElems);
 
   for (int l = 0; l < c.n_layer; l++) {
     const LayerOffsets& o = m.layers[size_t(l)];
@@ -187,6 +172,7 @@ const std::vector<float>& forward_fast(const GPT2& m, const std::vector<int>& id
   }
 
   // logits = ln_f(x) · wteᵀ, over every row or only the last
+  const float* wte = P + m.wte;
   const int rows = last_only ? 1 : T;
   const float* xf = x + long(T - rows) * d;
   layernorm_rows(u, xf, P + m.lnf_w, P + m.lnf_b, rows, d, eps);
