@@ -3,15 +3,8 @@
 # Usage: example_test.sh QKV_BINARY SOURCE_DIR
 set -uo pipefail
 qkv=$1
-fail=0
-check() {  # check NAME EXPECTED_EXIT PATTERN -- ARGS...
-  local name=$1 want=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$qkv" "$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; echo "$out"; fail=1; return; fi
-  if ! grep -qE -- "$pattern" <<<"$out"; then echo "FAIL $name: output lacks /$pattern/"; echo "$out"; fail=1; return; fi
-  echo "ok   $name"
-}
+source "$(dirname "$0")/lib.sh"
+check_show=cat
 check bank-weights 0 'river +\[0, 2\] +\[1, 0\] +4\.00 +2\.83 +16\.92 +0\.62' -- example bank
 check bank-output 0 'output Σ a·v = \[0\.85, 0\.15\]' -- example bank
 check bank-all 0 '\[0\.07, 0\.31, 0\.62\]' -- example bank --all-queries
@@ -28,5 +21,5 @@ check not-number 2 "^qkv: error: --query: 'x' is not a finite number" -- example
 check no-command 2 '^qkv: error:' --
 check bad-heads 2 '^qkv: error: .*does not divide' -- gradcheck --d 5 --H 2
 # Errors go to stderr, nothing to stdout.
-if [ -n "$("$qkv" example bank --query 1 2>/dev/null)" ]; then echo "FAIL error wrote to stdout"; fail=1; fi
+if [ -n "$("$qkv" example bank --query 1 2>/dev/null)" ]; then bad "error wrote to stdout"; fi
 exit $fail

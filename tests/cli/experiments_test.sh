@@ -6,15 +6,7 @@ set -uo pipefail
 qkv=$1 src=$2
 fx=$src/tests/reference/fixtures
 toks=3,57,14,92,0,57,14,92,41,100,7,57
-fail=0
-check() {  # check NAME EXPECTED_EXIT PATTERN -- ARGS...
-  local name=$1 want=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$qkv" "$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; echo "$out" | head -20; fail=1; return; fi
-  if ! grep -qE -- "$pattern" <<<"$out"; then echo "FAIL $name: output lacks /$pattern/"; echo "$out" | head -20; fail=1; return; fi
-  echo "ok   $name"
-}
+source "$(dirname "$0")/lib.sh"
 check project 0 '\[24, 72\] -> 3 × \[24, 24\] -> 3 heads × 8' -- project --model "$fx/tiny" --layer 1 --tokens $toks
 check project-json 0 '"ln_trap_rel": 0\.8' -- project --model "$fx/tiny" --layer 1 --tokens $toks --json
 check scores 0 'antisymmetric share' -- scores --model "$fx/tiny" --layer 1 --head 2 --tokens $toks

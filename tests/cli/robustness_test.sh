@@ -15,7 +15,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail=0
+source "$(dirname "$0")/lib.sh"
 
 # expect NAME EXIT PATTERN -- ARGS...   (PATTERN: extended regex the stderr line must match)
 expect() {
@@ -24,29 +24,29 @@ expect() {
   out=$(timeout 20 "$qkv" "$@" 2>"$tmp/stderr"); rc=$?
   err=$(cat "$tmp/stderr")
   if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $name: exit $rc, expected $want"; echo "$err" | head -5; fail=1; return
+    bad "$name: exit $rc, expected $want"; echo "$err" | head -5; return
   fi
   if [ "$want" -ne 0 ]; then
-    if [ -n "$out" ]; then echo "FAIL $name: wrote to stdout on error: $(head -c 200 <<<"$out")"; fail=1; return; fi
+    if [ -n "$out" ]; then bad "$name: wrote to stdout on error: $(head -c 200 <<<"$out")"; return; fi
     local first lines
     first=$(head -n1 <<<"$err")
     lines=$(grep -c '' <<<"$err")
-    if ! grep -qE -- '^qkv: error: ' <<<"$first"; then echo "FAIL $name: stderr is not 'qkv: error: ...': $err"; fail=1; return; fi
+    if ! grep -qE -- '^qkv: error: ' <<<"$first"; then bad "$name: stderr is not 'qkv: error: ...': $err"; return; fi
     # Data errors are one line; a command-line parse error adds "Run 'qkv --help' for usage."
-    if [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then echo "FAIL $name: $lines lines on stderr, expected 1:"; echo "$err"; fail=1; return; fi
-    if ! grep -qE -- "$pattern" <<<"$first"; then echo "FAIL $name: stderr lacks /$pattern/: $first"; fail=1; return; fi
+    if [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then bad "$name: $lines lines on stderr, expected 1:"; echo "$err"; return; fi
+    if ! grep -qE -- "$pattern" <<<"$first"; then bad "$name: stderr lacks /$pattern/: $first"; return; fi
   elif ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: stdout lacks /$pattern/"; echo "$out" | head -5; fail=1; return
+    bad "$name: stdout lacks /$pattern/"; echo "$out" | head -5; return
   fi
-  echo "ok   $name"
+  ok "$name"
 }
 # no_leftovers NAME DIR [ALLOWED...]: DIR holds nothing but ALLOWED (no temporaries, no partial files)
 no_leftovers() {
   local name=$1 dir=$2; shift 2
   local left
   left=$(ls -A "$dir" 2>/dev/null | grep -vxF -f <(printf '%s\n' "$@" "") || true)
-  if [ -n "$left" ]; then echo "FAIL $name: left behind in $dir: $(tr '\n' ' ' <<<"$left")"; fail=1; return; fi
-  echo "ok   $name: nothing left behind"
+  if [ -n "$left" ]; then bad "$name: left behind in $dir: $(tr '\n' ' ' <<<"$left")"; return; fi
+  ok "$name: nothing left behind"
 }
 st() {  # st FILE: a .safetensors copy of a seed under $tmp, printed
   cp "$seeds/$1" "$tmp/$2.safetensors"; echo "$tmp/$2.safetensors"

@@ -6,14 +6,13 @@
 set -uo pipefail
 qkv=$1 src=$2
 fx=$src/tests/reference/fixtures
-command -v curl >/dev/null || { echo "FAIL serve: curl is needed (apt-get install -y curl)"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+test_label=serve
+command -v curl >/dev/null || { bad "curl is needed (apt-get install -y curl)"; exit 1; }
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail=0
-ok() { echo "ok   serve: $*"; }
-bad() { echo "FAIL serve: $*"; fail=1; }
 
 start() {  # start NAME ARGS... -> sets url
   local name=$1; shift

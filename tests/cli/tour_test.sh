@@ -7,9 +7,8 @@ qkv=$1 src=$2
 fx=$src/tests/reference/fixtures
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+source "$(dirname "$0")/lib.sh"
+check_show='tail -3'
 
 ids="projections ln_trap bias_trap multi_head_slices scores_asymmetric swap_full_transposes swap_matrices_only_neither softmax_breaks_transpose previous_token_head induction_head k_composition qk_ov_fail_separately sqrt_dk gradcheck"
 for m in tiny tiny_attn_only; do
@@ -52,28 +51,21 @@ if [ $rc -eq 0 ] && grep -q 'DOES NOT HOLD' <<<"$out" && grep -q 'criterion: hol
    grep -qE 'claims hold on this model' <<<"$out"; then ok "text table"; else bad "text table (exit $rc)"; echo "$out" | tail -5; fi
 "$qkv" tour --model "$fx/tiny" --out "$tmp/text2" --quiet --tokens 3,57,14,92,3,57,14,92 >/dev/null 2>&1 && ok "--tokens" || bad "--tokens"
 
-check_err() {  # check_err NAME EXPECTED_EXIT PATTERN -- ARGS...
-  local name=$1 want=$2 pattern=$3; shift 4
-  local o rc
-  o=$("$qkv" "$@" 2>&1); rc=$?
-  if [ $rc -ne "$want" ]; then bad "$name: exit $rc, expected $want"; echo "$o" | tail -3; return; fi
-  grep -qE -- "$pattern" <<<"$o" && ok "$name" || { bad "$name: output lacks /$pattern/"; echo "$o" | tail -3; }
-}
-check_err no-model 1 '^qkv: error: ' -- tour --model "$fx/does-not-exist" --out "$tmp/x"
-check_err bad-token 2 '^qkv: error: --tokens: id 101' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 3,101
-check_err too-long 2 '^qkv: error: .*16 positions' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
-check_err one-token 2 '^qkv: error: .*at least 2 tokens' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 5
-check_err bad-seq-len 2 '^qkv: error: --seq-len: 9 is outside \[2, 8\]' -- tour --model "$fx/tiny" --out "$tmp/x" --seq-len 9
-check_err text-no-tokenizer 2 '^qkv: error: .*no tokenizer' -- tour --model "$fx/tiny" --out "$tmp/x" --text "hello"
-check_err bad-flag 2 '^qkv: error: ' -- tour --model "$fx/tiny" --nope
+check no-model 1 '^qkv: error: ' -- tour --model "$fx/does-not-exist" --out "$tmp/x"
+check bad-token 2 '^qkv: error: --tokens: id 101' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 3,101
+check too-long 2 '^qkv: error: .*16 positions' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+check one-token 2 '^qkv: error: .*at least 2 tokens' -- tour --model "$fx/tiny" --out "$tmp/x" --tokens 5
+check bad-seq-len 2 '^qkv: error: --seq-len: 9 is outside \[2, 8\]' -- tour --model "$fx/tiny" --out "$tmp/x" --seq-len 9
+check text-no-tokenizer 2 '^qkv: error: .*no tokenizer' -- tour --model "$fx/tiny" --out "$tmp/x" --text "hello"
+check bad-flag 2 '^qkv: error: ' -- tour --model "$fx/tiny" --nope
 [ ! -e "$tmp/x" ] && ok "no report directory after errors" || bad "a report directory was made despite the errors"
 touch "$tmp/afile"
-check_err out-is-file 1 '^qkv: error: .*afile' -- tour --model "$fx/tiny" --out "$tmp/afile" --quiet
+check out-is-file 1 '^qkv: error: .*afile' -- tour --model "$fx/tiny" --out "$tmp/afile" --quiet
 mkdir -p "$tmp/ro"
 chmod 555 "$tmp/ro"
 if [ "$(id -u)" -ne 0 ]; then
-  check_err out-unwritable 1 '^qkv: error: ' -- tour --model "$fx/tiny" --out "$tmp/ro" --quiet
+  check out-unwritable 1 '^qkv: error: ' -- tour --model "$fx/tiny" --out "$tmp/ro" --quiet
   [ -z "$(ls -A "$tmp/ro")" ] && ok "no partial file in the unwritable directory" || bad "files left in $tmp/ro"
 fi
-check_err out-under-file 1 '^qkv: error: ' -- tour --model "$fx/tiny" --out "$tmp/afile/sub" --quiet
+check out-under-file 1 '^qkv: error: ' -- tour --model "$fx/tiny" --out "$tmp/afile/sub" --quiet
 exit $fail

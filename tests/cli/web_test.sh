@@ -9,9 +9,8 @@ qkv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2
 web=$src/tests/web
 art=${QKV_ARTIFACTS:-$(cd "$(dirname "$qkv")" && pwd)/web-artifacts}
 mkdir -p "$art" && rm -f "$art"/qkv-*
-fail=0
-ok() { echo "ok   web: $*"; }
-bad() { echo "FAIL web: $*"; fail=1; }
+source "$(dirname "$0")/lib.sh"
+test_label=web
 
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
