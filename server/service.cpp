@@ -367,7 +367,8 @@ json Service::heads(const json& req) {
               {"previous_token", h.previous_token},
               {"duplicate_token", h.duplicate_token},
               {"induction", h.induction},
-              {"induction_detector", h.induction_detector}};
+              {"induction_detector", h.induction_detector},
+              {"induction_shifted", h.induction_shifted}};
     if (scan.has_text)
       j.update({{"text_previous_token", h.text_previous_token},
                 {"text_duplicate_token", h.text_duplicate_token},

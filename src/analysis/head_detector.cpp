@@ -83,6 +83,9 @@ HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repe
         double stripe = 0;
         for (int i = start + n; i < start + 2 * n; i++) stripe += A[size_t(i) * T + (i - n + 1)];
         s.induction += stripe / n / scan.batch;
+        double shifted = 0;
+        for (int i = start + n; i < start + 2 * n; i++) shifted += A[size_t(i) * T + (i - n + 2)];
+        s.induction_shifted += shifted / n / scan.batch;
       }
   }
   if (!text.empty()) {

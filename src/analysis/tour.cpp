@@ -472,6 +472,11 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
               "An induction head finds the earlier A and attends to the B after it, continuing a repeated pattern.");
     b.t("head", chosen).m("score", s.induction).m("detector_score", s.induction_detector).m("text_score", s.text_induction);
     b.m("seq_len", r.n).m("batch", o.batch);
+    // Where a copying head that is not an induction head attends instead: one token further on.
+    const HeadScores* shifted = nullptr;
+    for (const auto& h : hs)
+      if (h.layer >= std::min(1, L - 1) && (!shifted || h.induction_shifted > shifted->induction_shifted)) shifted = &h;
+    b.t("shifted_head", head_name(shifted->layer, shifted->head)).m("shifted_score", shifted->induction_shifted);
     const bool held = s.induction >= kHeadScore;
     r.claims.push_back(b.done(
         held,
@@ -481,7 +486,12 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
         "holds when some head" + std::string(L >= 2 ? " in a layer after the first" : "") + " has induction score ≥ " +
             num(kHeadScore),
         held ? "" : L < 2 ? "one layer: an induction head needs an earlier head to compose with"
-                          : "no induction head on this model (the claim is about trained weights)"));
+                  : shifted->induction_shifted >= kHeadScore
+                      ? "no induction head; instead head " + head_name(shifted->layer, shifted->head) +
+                            " attends ONE TOKEN FURTHER (score " + num(shifted->induction_shifted) +
+                            " on the (2 − n) diagonal): it matches the previous token, and copies the next one from "
+                            "what a previous-token head wrote there — a shifted copying circuit, not the seed's"
+                      : "no induction head on this model (the claim is about trained weights)"));
   }
   progress("k_composition");
   r.circuits = tour_circuits(model, cl, o);

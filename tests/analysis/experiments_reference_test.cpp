@@ -3,6 +3,7 @@
 // the committed fixture models. The C++ side runs the fp32 forward, so tolerances are ~1e-4 relative.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -24,14 +25,36 @@ struct Case {
   nlohmann::json ref;
 };
 
+// The fixtures, and the bundled trained model (whose reference numbers must be regenerated when it is).
+std::string model_dir(const std::string& name) {
+  return name == "induction" ? std::string(QKV_SOURCE_DIR) + "/models/induction" : kFixtures + name;
+}
+
+std::string fnv1a64(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  uint64_t h = 0xcbf29ce484222325ull;
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    for (std::streamsize i = 0; i < f.gcount(); i++) h = (h ^ uint8_t(buf[i])) * 0x100000001b3ull;
+    if (!f) break;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 const Case& fixture(const std::string& name) {
   static std::map<std::string, Case> cache;
   auto it = cache.find(name);
   if (it == cache.end()) {
-    Case c{name, load_model(kFixtures + name), {}};
+    Case c{name, load_model(model_dir(name)), {}};
     std::ifstream f(kFixtures + "experiments/" + name + ".json");
     EXPECT_TRUE(f.good()) << "run /usr/bin/python3 tests/reference/check_experiments.py";
     c.ref = nlohmann::json::parse(f);
+    // The numbers are for one checkpoint: a retrained model without regenerated numbers fails here, clearly.
+    EXPECT_EQ(c.ref.value("model_fnv1a64", ""), fnv1a64(model_dir(name) + "/model.safetensors"))
+        << name << ": the reference numbers were computed from another checkpoint; run "
+        << "/usr/bin/python3 tests/reference/check_experiments.py";
     it = cache.emplace(name, std::move(c)).first;
   }
   return it->second;
@@ -123,6 +146,7 @@ TEST_P(Reference, Heads) {
     near(s.duplicate_token, want["duplicate_token"], 1e-4, 1e-6, at + " duplicate");
     near(s.induction, want["induction"], 1e-4, 1e-6, at + " induction");
     near(s.induction_detector, want["induction_detector"], 1e-4, 1e-6, at + " induction detector");
+    near(s.induction_shifted, want["induction_shifted"], 1e-4, 1e-6, at + " induction shifted");
     near(s.text_previous_token, want["text_previous_token"], 1e-4, 1e-6, at + " text previous");
     near(s.text_duplicate_token, want["text_duplicate_token"], 1e-4, 1e-6, at + " text duplicate");
     near(s.text_induction, want["text_induction"], 1e-4, 1e-6, at + " text induction");
@@ -179,6 +203,7 @@ TEST_P(Reference, Ablate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Reference, ::testing::Values("tiny", "tiny_attn_only"));
+INSTANTIATE_TEST_SUITE_P(Bundled, Reference, ::testing::Values("induction"));
 
 }  // namespace
 }  // namespace qkv::analysis

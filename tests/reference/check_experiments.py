@@ -170,7 +170,7 @@ def detector_patterns(tokens):
 
 def heads(P, cfg):
     L, H = cfg["n_layer"], cfg["n_head"]
-    acc = {(l, h): dict(previous_token=0.0, duplicate_token=0.0, induction=0.0, induction_detector=0.0)
+    acc = {(l, h): dict(previous_token=0.0, duplicate_token=0.0, induction=0.0, induction_detector=0.0, induction_shifted=0.0)
            for l in range(L) for h in range(H)}
     for seq in REPEATED:
         _, rec = forward(P, cfg, seq)
@@ -184,6 +184,9 @@ def heads(P, cfg):
                 a["induction_detector"] += (A * ind).sum() / A.sum() / len(REPEATED)
                 stripe = np.diagonal(A, offset=1 - N_REPEAT)[-N_REPEAT:]  # rows of the second copy
                 a["induction"] += stripe.mean() / len(REPEATED)
+                # one token further on: the (2 - n) diagonal, rows of the second copy
+                shifted = np.array([A[i, i - N_REPEAT + 2] for i in range(N_REPEAT, 2 * N_REPEAT)])
+                a["induction_shifted"] += shifted.mean() / len(REPEATED)
     _, rec = forward(P, cfg, TOKENS)
     prev, dup, ind = detector_patterns(TOKENS)
     out = []
@@ -242,20 +245,38 @@ def ablate(P, cfg, l, h):
     return out
 
 
+def fnv1a64(data):
+    """FNV-1a, 64 bits: identifies the checkpoint a result was computed from (the C++ test recomputes it)."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+# The random-weight fixtures, and the bundled trained model (whose numbers must be regenerated with this
+# script whenever models/induction changes; the C++ test checks the checkpoint's hash first).
+MODELS = {"tiny": FIX / "tiny", "tiny_attn_only": FIX / "tiny_attn_only",
+          "induction": HERE.parent.parent / "models" / "induction"}
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    for name in ("tiny", "tiny_attn_only"):
-        cfg_json = json.loads((FIX / name / "config.json").read_text())
+    for name, path in MODELS.items():
+        cfg_json = json.loads((path / "config.json").read_text())
         cfg = dict(n_embd=cfg_json["n_embd"], n_head=cfg_json["n_head"], n_layer=cfg_json["n_layer"],
                    attn_only=cfg_json.get("qkv_attn_only", False))
-        P = read_safetensors(FIX / name / "model.safetensors")
+        raw = (path / "model.safetensors").read_bytes()
+        P = read_safetensors(path / "model.safetensors")
         logits, rec = forward(P, cfg, TOKENS)
-        # our forward against make_fixtures.py's expected logits: the two scripts agree
-        expected = np.load(FIX / (name + "_expected") / "logits.npy")
-        assert np.abs(logits - expected).max() < 1e-10, "forward disagrees with the fixtures"
+        expected_path = FIX / (name + "_expected") / "logits.npy"
+        if expected_path.exists():
+            # our forward against make_fixtures.py's (PyTorch) expected logits: the two scripts agree
+            expected = np.load(expected_path)
+            assert np.abs(logits - expected).max() < 1e-10, "forward disagrees with the fixtures"
         L, H = cfg["n_layer"], cfg["n_head"]
         per_head, comp = circuits(P, cfg)
         result = dict(
+            model_fnv1a64="%016x" % fnv1a64(raw), model_bytes=len(raw),
             tokens=TOKENS, repeated=REPEATED, n_repeat=N_REPEAT,
             project=[project(P, cfg, rec, l) for l in range(L)],
             scores=[dict(layer=l, head=h, **scores(P, cfg, rec, l, h)) for l in range(L) for h in range(H)],

@@ -205,7 +205,7 @@ void run_heads(const HeadsArgs& a) {
     for (const auto& s : scan.heads) {
       nlohmann::json j = {{"layer", s.layer}, {"head", s.head}, {"previous_token", s.previous_token},
                           {"duplicate_token", s.duplicate_token}, {"induction", s.induction},
-                          {"induction_detector", s.induction_detector}};
+                          {"induction_detector", s.induction_detector}, {"induction_shifted", s.induction_shifted}};
       if (scan.has_text)
         j["text"] = {{"previous_token", s.text_previous_token}, {"duplicate_token", s.text_duplicate_token},
                      {"induction", s.text_induction}};
@@ -227,8 +227,8 @@ void run_heads(const HeadsArgs& a) {
             << (a.bos >= 0 ? ", BOS " + std::to_string(a.bos) : std::string()) << ")"
             << (scan.has_text ? "; and the given text (" + std::to_string(scan.text_tokens) + " tokens)" : "")
             << ".\nprevious / duplicate: TransformerLens's detector (attention mass on the expected positions over "
-               "the total); induction: mean of the pattern's (1 − n) diagonal on the repeated half.\n\n";
-  std::vector<std::string> header = {"layer.head", "previous", "duplicate", "induction", "induction (detector)"};
+               "the total); induction: mean of the pattern's (1 − n) diagonal on the repeated half; shifted: the (2 − n) diagonal, one token further on.\n\n";
+  std::vector<std::string> header = {"layer.head", "previous", "duplicate", "induction", "induction (detector)", "shifted"};
   if (scan.has_text)
     for (std::string h : {"text previous", "text duplicate", "text induction"}) header.push_back(h);
   report::Table t(header);
@@ -236,7 +236,8 @@ void run_heads(const HeadsArgs& a) {
   for (size_t i = 0; i < shown; i++) {
     const auto& s = ranked[i];
     std::vector<std::string> row = {std::to_string(s.layer) + "." + std::to_string(s.head), fmt(s.previous_token, 3),
-                                    fmt(s.duplicate_token, 3), fmt(s.induction, 3), fmt(s.induction_detector, 3)};
+                                    fmt(s.duplicate_token, 3), fmt(s.induction, 3), fmt(s.induction_detector, 3),
+                                    fmt(s.induction_shifted, 3)};
     if (scan.has_text)
       for (double v : {s.text_previous_token, s.text_duplicate_token, s.text_induction}) row.push_back(fmt(v, 3));
     t.add(row);

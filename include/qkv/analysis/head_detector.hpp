@@ -28,6 +28,9 @@ struct HeadScores {
   double induction = 0;           // mean of the pattern's (1 − n) offset diagonal over the repeated half:
                                   // A[i, i − n + 1] for the rows i of the second copy
   double induction_detector = 0;  // the detector's induction pattern (mass on the token after an earlier copy)
+  double induction_shifted = 0;   // mean of the (2 − n) diagonal: A[i, i − n + 2], one token further on — the
+                                  // stripe of a copying head that matches the PREVIOUS token instead of the
+                                  // current one (it copies the same next token, read from the residual there)
   // On the given text (when there is one):
   double text_previous_token = 0, text_duplicate_token = 0, text_induction = 0;
 };
