@@ -1,19 +1,58 @@
 #include <algorithm>
+#include <sstream>
 
 #include "qkv/error.hpp"
 #include "qkv/train/train.hpp"
 
 namespace qkv {
 
-DataSource induction_data(std::vector<int> alphabet, int seq_len) {
+InductionMix parse_induction_mix(const std::string& spec) {
+  InductionMix m{0, 0, 0, 0};
+  std::istringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    int* w = nullptr;
+    const std::string key = item.substr(0, eq);
+    if (key == "probe") w = &m.probe;
+    if (key == "copies") w = &m.copies;
+    if (key == "skip") w = &m.skip;
+    if (key == "periodic") w = &m.periodic;
+    int value = -1;
+    if (eq != std::string::npos) {
+      try {
+        size_t used = 0;
+        value = std::stoi(item.substr(eq + 1), &used);
+        if (used != item.size() - eq - 1) value = -1;
+      } catch (const std::exception&) {
+        value = -1;
+      }
+    }
+    if (!w || value < 0 || value > 1000)
+      usage_error("--mix: '" + item + "' is not KIND=WEIGHT with KIND one of probe, copies, skip, periodic and WEIGHT 0..1000");
+    *w = value;
+  }
+  if (m.probe + m.copies + m.skip + m.periodic <= 0) usage_error("--mix: every weight is 0 ('" + spec + "')");
+  return m;
+}
+
+std::string to_string(const InductionMix& m) {
+  return "probe=" + std::to_string(m.probe) + ",copies=" + std::to_string(m.copies) + ",skip=" + std::to_string(m.skip) +
+         ",periodic=" + std::to_string(m.periodic);
+}
+
+DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix mix) {
   if (alphabet.size() < 2 || seq_len < 8) usage_error("induction data: need an alphabet of >= 2 tokens and seq_len >= 8");
+  if (mix.probe < 0 || mix.copies < 0 || mix.skip < 0 || mix.periodic < 0 || mix.probe + mix.copies + mix.skip + mix.periodic <= 0)
+    usage_error("induction data: the mix's weights must be >= 0 and not all 0");
   // g: a fixed shuffle of the alphabet (its own generator, so every run shares it).
   std::vector<int> skip = alphabet;
   std::shuffle(skip.begin(), skip.end(), std::mt19937_64(0x5eed));
   std::vector<int> index_of(size_t(*std::max_element(alphabet.begin(), alphabet.end())) + 1, 0);
   for (size_t i = 0; i < alphabet.size(); i++) index_of[size_t(alphabet[i])] = int(i);
-  return [alphabet = std::move(alphabet), skip = std::move(skip), index_of = std::move(index_of),
-          seq_len](std::mt19937_64& rng) {
+  const uint64_t total = uint64_t(mix.probe + mix.copies + mix.skip + mix.periodic);
+  return [alphabet = std::move(alphabet), skip = std::move(skip), index_of = std::move(index_of), seq_len, mix,
+          total](std::mt19937_64& rng) {
     std::uniform_int_distribution<size_t> tok(0, alphabet.size() - 1);
     Sample s;
     s.ids.resize(size_t(seq_len));
@@ -22,13 +61,16 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len) {
     // random filler carries no signal, only noise that drowns the copying signal.
     s.targets.assign(size_t(seq_len), -1);
     auto predictable = [&](int t) { s.targets[size_t(t)] = s.ids[size_t(t) + 1]; };
-    const uint64_t kind = rng() % 8;
-    if (kind < 1) {
+    uint64_t kind = rng() % total;
+    if (kind < uint64_t(mix.probe)) {
       // TransformerLens's probe: a random prefix of n tokens repeated once, then random filler.
       const int n = std::uniform_int_distribution<int>(4, seq_len / 2)(rng);
       for (int i = 0; i < n; i++) s.ids[size_t(n + i)] = s.ids[size_t(i)];
       for (int t = n; t + 1 < 2 * n; t++) predictable(t);
-    } else if (kind < 5) {
+      return s;
+    }
+    kind -= uint64_t(mix.probe);
+    if (kind < uint64_t(mix.copies)) {
       // Several segments copied from random earlier positions to random later ones: only "find the
       // earlier occurrence of this token, copy what followed" predicts them — no position does.
       const int copies = std::uniform_int_distribution<int>(1, 4)(rng);
@@ -48,25 +90,46 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len) {
         for (int i = 0; i < len; i++) read[size_t(src + i)] = written[size_t(dst + i)] = 1;
         for (int t = dst; t + 1 < dst + len; t++) predictable(t);
       }
-    } else {
+      return s;
+    }
+    kind -= uint64_t(mix.copies);
+    if (kind < uint64_t(mix.skip)) {
       // A skip-bigram chain: mostly x[t+1] = g(x[t-1]) for one fixed shuffle g of the alphabet.
       // Predicting it needs the token BEFORE the current one, which rewards a previous-token head in
       // the first layer on its own — the half of the induction circuit that random tokens alone
       // give no reason to build.
-      for (int t = 1; t + 1 < seq_len; t++)
+      //
+      // Since g is a function, x[a] = x[b] makes x[a+2] = x[b+2]: a chain that meets a token again
+      // replays its continuation two steps on. Those replays reward matching the PREVIOUS token
+      // (x[t-1] = x[j-1], so x[t+1] = x[j+1]) — a shifted copying circuit that competes with the
+      // induction head and, in measured runs, always won. So a chained position carries loss only
+      // where x[t-1] occurs for the first time in the sequence.
+      std::vector<char> seen(index_of.size(), 0);
+      seen[size_t(s.ids[0])] = 1;
+      for (int t = 1; t + 1 < seq_len; t++) {
+        const int prev = s.ids[size_t(t) - 1];
+        const bool first = t == 1 || !seen[size_t(prev)];
+        seen[size_t(prev)] = 1;
         if (rng() % 8 != 0) {
-          s.ids[size_t(t) + 1] = skip[size_t(index_of[size_t(s.ids[size_t(t) - 1])])];
-          predictable(t);
+          s.ids[size_t(t) + 1] = skip[size_t(index_of[size_t(prev)])];
+          if (first) predictable(t);
         }
+      }
+      return s;
     }
+    // A random segment of random length n repeated to the end: every token from the first repeat on
+    // follows from the context, and since n differs per sequence no fixed position offset finds it.
+    const int n = std::uniform_int_distribution<int>(3, seq_len / 2)(rng);
+    for (int t = n; t < seq_len; t++) s.ids[size_t(t)] = s.ids[size_t(t - n)];
+    for (int t = n; t + 1 < seq_len; t++) predictable(t);
     return s;
   };
 }
 
-DataSource induction_data(int vocab, int seq_len) {
+DataSource induction_data(int vocab, int seq_len, InductionMix mix) {
   std::vector<int> all(static_cast<size_t>(std::max(vocab, 0)));
   for (int i = 0; i < vocab; i++) all[size_t(i)] = i;
-  return induction_data(std::move(all), seq_len);
+  return induction_data(std::move(all), seq_len, mix);
 }
 
 DataSource text_data(std::vector<int> tokens, int seq_len) {

@@ -1,5 +1,6 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "qkv/analysis/head_detector.hpp"
@@ -40,6 +41,7 @@ HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
       w.previous_token = h.previous_token;
       w.previous_token_head = h.head;
     }
+    if (h.layer > 0) w.induction_shifted = std::max(w.induction_shifted, h.induction_shifted);
     if (h.layer > 0 && h.induction > w.induction) {
       w.induction = h.induction;
       w.induction_layer = h.layer;

@@ -1,8 +1,12 @@
 // The optimiser, schedule and loop: small enough to run in seconds, strict enough to fail.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include <cmath>
 
+#include "qkv/error.hpp"
 #include "qkv/train/train.hpp"
 
 namespace qkv {
@@ -96,31 +100,72 @@ TEST(Train, DeterministicForAFixedSeedAndThreadCount) {
   EXPECT_EQ(run(1), run(1));
 }
 
-TEST(Data, InductionSequencesRepeatAndTargetsAreOnlyThePredictableNextTokens) {
-  auto data = induction_data(50, 40);
+// Every kind: targets are the next token where set, never at the last position, and some positions
+// carry no loss (random filler / the first period).
+void check_targets(const Sample& s, int T, int vocab) {
+  ASSERT_EQ(s.ids.size(), size_t(T));
+  ASSERT_EQ(s.targets.size(), size_t(T));
+  for (size_t t = 0; t + 1 < s.ids.size(); t++)
+    if (s.targets[t] >= 0) EXPECT_EQ(s.targets[t], s.ids[t + 1]);
+  EXPECT_EQ(s.targets.back(), -1);
+  for (int id : s.ids) EXPECT_TRUE(id >= 0 && id < vocab);
+}
+
+TEST(Data, PeriodicSequencesRepeatTheirFirstPeriodAndScoreEveryLaterToken) {
+  auto data = induction_data(50, 40, parse_induction_mix("periodic=1"));
+  std::mt19937_64 rng(5);
+  std::set<int> periods;
+  for (int i = 0; i < 50; i++) {
+    const Sample s = data(rng);
+    check_targets(s, 40, 50);
+    int n = 0;  // the first scored position is the period
+    while (s.targets[size_t(n)] < 0) n++;
+    periods.insert(n);
+    EXPECT_GE(n, 3);
+    EXPECT_LE(n, 20);
+    for (int t = n; t < 40; t++) EXPECT_EQ(s.ids[size_t(t)], s.ids[size_t(t - n)]);
+    for (int t = n; t + 1 < 40; t++) EXPECT_GE(s.targets[size_t(t)], 0);
+  }
+  EXPECT_GE(periods.size(), 8u) << "the period must vary, or position alone would find the repeat";
+}
+
+TEST(Data, SkipChainsScoreOnlyWhereThePreviousTokenIsNew) {
+  auto data = induction_data(256, 64, parse_induction_mix("skip=1"));
+  std::mt19937_64 rng(9);
+  std::map<int, int> g;  // learned from the samples: x[t+1] = g(x[t-1]) wherever scored
+  int scored = 0;
+  for (int i = 0; i < 40; i++) {
+    const Sample s = data(rng);
+    check_targets(s, 64, 256);
+    for (int t = 1; t + 1 < 64; t++) {
+      if (s.targets[size_t(t)] < 0) continue;
+      scored++;
+      const int prev = s.ids[size_t(t) - 1];
+      for (int j = 0; j + 1 < t; j++) EXPECT_NE(s.ids[size_t(j)], prev) << "a replayed previous token is scored";
+      auto [it, fresh] = g.emplace(prev, s.ids[size_t(t) + 1]);
+      if (!fresh) EXPECT_EQ(it->second, s.ids[size_t(t) + 1]) << "g is not one function";
+    }
+  }
+  EXPECT_GT(scored, 40 * 20);
+}
+
+TEST(Data, CopiedSegmentsRecurAndMixWeightsParse) {
+  auto data = induction_data(50, 40, parse_induction_mix("copies=1"));
   std::mt19937_64 rng(5);
   int repeated = 0;
   for (int i = 0; i < 50; i++) {
     const Sample s = data(rng);
-    ASSERT_EQ(s.ids.size(), 40u);
-    int predictable = 0;
-    for (size_t t = 0; t + 1 < s.ids.size(); t++) {
-      if (s.targets[t] < 0) continue;
-      EXPECT_EQ(s.targets[t], s.ids[t + 1]);
-      predictable++;
-    }
-    EXPECT_GT(predictable, 0);
-    EXPECT_LT(predictable, 39) << "random filler must carry no loss";
-    EXPECT_EQ(s.targets.back(), -1);
-    for (int id : s.ids) EXPECT_TRUE(id >= 0 && id < 50);
-    // Some 3-gram occurs twice (a copied segment: copies are at least 3 tokens).
-    bool found = false;
+    check_targets(s, 40, 50);
+    bool found = false;  // some 3-gram occurs twice (copies are at least 3 tokens)
     for (size_t a = 0; a + 3 <= s.ids.size() && !found; a++)
       for (size_t b = a + 1; b + 3 <= s.ids.size() && !found; b++)
         found = std::equal(s.ids.begin() + long(a), s.ids.begin() + long(a) + 3, s.ids.begin() + long(b));
     repeated += found;
   }
-  EXPECT_GE(repeated, 25) << repeated;  // all but the skip-bigram chains (3 in 8) hold a copied 3-gram: ~31 of 50
+  EXPECT_GE(repeated, 45) << repeated;
+  EXPECT_EQ(to_string(parse_induction_mix("skip=2,periodic=1")), "probe=0,copies=0,skip=2,periodic=1");
+  for (const char* bad : {"", "skip", "skip=-1", "skip=x", "bogus=1", "skip=0", "skip=1,periodic=2000"})
+    EXPECT_THROW(parse_induction_mix(bad), Error) << bad;
 }
 
 }  // namespace

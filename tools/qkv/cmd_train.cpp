@@ -29,6 +29,7 @@ struct TrainArgs {
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
+  std::string mix = "skip=1,periodic=1";   // induction preset: the data's kinds and weights
   bool sinusoidal = true;                   // start wpe as sinusoids (still learned)       // induction preset: which tokens the random sequences use
   TrainSettings s;
 };
@@ -62,8 +63,8 @@ void progress(const TrainRecord& r, int steps) {
   static std::string watched;
   if (r.evaluated) {
     char w[160];
-    std::snprintf(w, sizeof w, "  | in-context %+.2f, prev-token %.2f, induction %.2f", r.eval.in_context(),
-                  r.heads.previous_token, r.heads.induction);
+    std::snprintf(w, sizeof w, "  | in-context %+.2f, prev-token %.2f, induction %.2f (shifted %.2f)",
+                  r.eval.in_context(), r.heads.previous_token, r.heads.induction, r.heads.induction_shifted);
     watched = w;
   }
   char line[384];
@@ -80,7 +81,9 @@ void progress(const TrainRecord& r, int steps) {
 
 std::string settings_json(const TrainArgs& a) {
   const TrainSettings& s = a.s;
-  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},         {"seq_len", a.seq_len},
+  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},         {"mix", a.preset.empty() ? "" : to_string(parse_induction_mix(a.mix))},
+                      {"alphabet", a.preset.empty() ? "" : a.alphabet}, {"sinusoidal_init", a.sinusoidal},
+                      {"n_embd", a.n_embd}, {"n_head", a.n_head}, {"n_layer", a.n_layer}, {"eval_n", a.eval_n},         {"seq_len", a.seq_len},
                       {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
                       {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
                       {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
@@ -107,13 +110,13 @@ void run_train(TrainArgs a) {
     if (!a.eval_n) a.eval_n = 50;
     if (a.seq_len > config.n_positions) usage_error("--seq-len: at most n_positions = " + std::to_string(config.n_positions) + " for this preset");
     if (a.alphabet == "bytes") {
-      data = induction_data(config.vocab_size, a.seq_len);
+      data = induction_data(config.vocab_size, a.seq_len, parse_induction_mix(a.mix));
     } else {
       // Letters, digits, space and full stop: 64 printable bytes, so text a person types is in range.
       std::vector<int> printable;
       for (int c = 0; c < 128; c++)
         if (std::isalnum(c) || c == ' ' || c == '.') printable.push_back(c);
-      data = induction_data(printable, a.seq_len);
+      data = induction_data(printable, a.seq_len, parse_induction_mix(a.mix));
     }
   } else {
     if (a.config.empty()) usage_error("--data needs --config CONFIG.json (the model's shape)");
@@ -166,7 +169,7 @@ void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a GPT-2 in C++ (--preset induction makes the bundled model)");
   auto a = std::make_shared<TrainArgs>();
   // The recipe for the bundled model (models/induction/README.md).
-  a->s.steps = 6000;
+  a->s.steps = 4000;
   a->s.batch = 16;
   a->s.lr = 3e-3;
   a->s.weight_decay = 0.01;
@@ -181,6 +184,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--n-layer", a->n_layer, "override the preset's layers")->check(CLI::Range(1, 64));
   cmd->add_option("--alphabet", a->alphabet, "induction preset: printable (64: letters, digits, space, .) or bytes (256)")
       ->check(CLI::IsMember({"printable", "bytes"}));
+  cmd->add_option("--mix", a->mix,
+                  "induction preset: the data's kinds and weights, from probe, copies, skip, periodic "
+                  "(default skip=1,periodic=1; see include/qkv/train/train.hpp)");
   cmd->add_option("--sinusoidal-init", a->sinusoidal, "start position embeddings as sinusoids (true/false)");
   cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));

@@ -31,14 +31,22 @@ struct Sample {
 };
 using DataSource = std::function<Sample(std::mt19937_64&)>;
 
-// Sequences of uniformly random tokens in which random segments recur — 4/8 with segments copied
-// from random earlier to random later positions, 1/8 a random prefix repeated once (TransformerLens's
-// probe; alone it lets a model find the repeat by position instead of by content) — the task on which
-// the seeds' two-head induction circuit forms; and 3/8 skip-bigram chains (x[t+1] = g(x[t-1]) for a
-// fixed shuffle g), which reward the previous-token head the circuit is built on. Targets are set
-// only where the next token follows from the context (−1 elsewhere).
-DataSource induction_data(std::vector<int> alphabet, int seq_len);  // tokens drawn from `alphabet`
-DataSource induction_data(int vocab, int seq_len);                   // from every token 0 .. vocab-1
+// Sequences of uniformly random tokens in which what comes next can be read from the context, of four
+// kinds drawn with these weights (targets are set only where the next token follows from the context,
+// −1 elsewhere):
+//   probe:    a random prefix repeated once (TransformerLens's probe; alone it lets a model find the
+//             repeat by position instead of by content);
+//   copies:   1–4 segments copied from random earlier to random later positions;
+//   skip:     skip-bigram chains, x[t+1] = g(x[t-1]) for a fixed shuffle g — they reward the
+//             previous-token head the induction circuit is built on;
+//   periodic: a random segment of random length repeated to the end.
+struct InductionMix {
+  int probe = 0, copies = 0, skip = 1, periodic = 1;
+};
+InductionMix parse_induction_mix(const std::string& spec);  // "skip=1,periodic=1" (unnamed kinds: 0)
+std::string to_string(const InductionMix& mix);
+DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix mix = {});  // tokens from `alphabet`
+DataSource induction_data(int vocab, int seq_len, InductionMix mix = {});                   // every token 0 .. vocab-1
 
 // Random windows of seq_len + 1 tokens from a tokenized corpus.
 DataSource text_data(std::vector<int> tokens, int seq_len);
@@ -74,6 +82,7 @@ InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t 
 // score in any later layer (TransformerLens's detector, on the same repeated random sequences).
 struct HeadWatch {
   double previous_token = 0, induction = 0;
+  double induction_shifted = 0;  // best (2 − n) diagonal in a later layer: copying one token further on
   int previous_token_head = -1, induction_layer = -1, induction_head = -1;
 };
 HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed);
