@@ -71,7 +71,9 @@ void check_tour(const std::string& name, bool attn_only) {
     EXPECT_FALSE(c.criterion.empty()) << c.id;
     EXPECT_FALSE(c.summary.empty()) << c.id;
     EXPECT_EQ(c.held, expected_verdict(c)) << c.id << ": " << c.summary;
-    if (!c.held) EXPECT_FALSE(c.note.empty()) << c.id << " does not hold but says not why";
+    if (!c.held) {
+      EXPECT_FALSE(c.note.empty()) << c.id << " does not hold but says not why";
+    }
   }
   // The chosen heads: the induction head in a layer after the first, the previous-token head before it.
   EXPECT_GE(r.induction.layer, 1);

@@ -106,7 +106,9 @@ void check_targets(const Sample& s, int T, int vocab) {
   ASSERT_EQ(s.ids.size(), size_t(T));
   ASSERT_EQ(s.targets.size(), size_t(T));
   for (size_t t = 0; t + 1 < s.ids.size(); t++)
-    if (s.targets[t] >= 0) EXPECT_EQ(s.targets[t], s.ids[t + 1]);
+    if (s.targets[t] >= 0) {
+      EXPECT_EQ(s.targets[t], s.ids[t + 1]);
+    }
   EXPECT_EQ(s.targets.back(), -1);
   for (int id : s.ids) EXPECT_TRUE(id >= 0 && id < vocab);
 }
@@ -143,7 +145,9 @@ TEST(Data, SkipChainsScoreOnlyWhereThePreviousTokenIsNew) {
       const int prev = s.ids[size_t(t) - 1];
       for (int j = 0; j + 1 < t; j++) EXPECT_NE(s.ids[size_t(j)], prev) << "a replayed previous token is scored";
       auto [it, fresh] = g.emplace(prev, s.ids[size_t(t) + 1]);
-      if (!fresh) EXPECT_EQ(it->second, s.ids[size_t(t) + 1]) << "g is not one function";
+      if (!fresh) {
+        EXPECT_EQ(it->second, s.ids[size_t(t) + 1]) << "g is not one function";
+      }
     }
   }
   EXPECT_GT(scored, 40 * 20);
