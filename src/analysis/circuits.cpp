@@ -88,6 +88,33 @@ double composition_score(const Matrix& A1, const Matrix& B1, const Matrix& A2, c
   return den > 0 ? std::sqrt(num) / den : 0.0;
 }
 
+CompositionBaseline composition_baseline(int d, int dh, int samples, uint64_t seed) {
+  // Gaussian factors of the same shapes (the scores do not depend on their scale).
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N(0, 1);
+  auto gaussian = [&](int rows, int cols) {
+    Matrix x(rows, cols);
+    for (double& v : x.a) v = N(rng);
+    return x;
+  };
+  std::vector<double> qs, ks, vs;
+  for (int s = 0; s < samples; s++) {
+    const Matrix V1 = gaussian(d, dh), O1 = gaussian(dh, d), Q2 = gaussian(d, dh), K2 = gaussian(d, dh);
+    const Matrix V2 = gaussian(d, dh), O2 = gaussian(dh, d);
+    qs.push_back(composition_score(V1, O1, Q2, transpose(K2)));
+    ks.push_back(composition_score(V1, O1, K2, transpose(Q2)));
+    vs.push_back(composition_score(V1, O1, V2, O2));
+  }
+  CompositionBaseline b;
+  b.samples = samples;
+  if (samples > 0) {
+    b.q_mean = mean_std(qs, &b.q_std);
+    b.k_mean = mean_std(ks, &b.k_std);
+    b.v_mean = mean_std(vs, &b.v_std);
+  }
+  return b;
+}
+
 CircuitsResult circuits(const GPT2& m, const CircuitsOptions& opt) {
   const int L = m.config.n_layer, H = m.config.n_head, d = m.config.n_embd, dh = m.config.head_dim();
   const int V = m.config.vocab_size;
@@ -160,28 +187,7 @@ CircuitsResult circuits(const GPT2& m, const CircuitsOptions& opt) {
         }
     }
 
-  // Baseline: Gaussian factors of the same shapes (the scores do not depend on their scale).
-  std::mt19937_64 rng(opt.seed);
-  std::normal_distribution<double> N(0, 1);
-  auto gaussian = [&](int rows, int cols) {
-    Matrix x(rows, cols);
-    for (double& v : x.a) v = N(rng);
-    return x;
-  };
-  std::vector<double> qs, ks, vs;
-  for (int s = 0; s < opt.baseline_samples; s++) {
-    const Matrix V1 = gaussian(d, dh), O1 = gaussian(dh, d), Q2 = gaussian(d, dh), K2 = gaussian(d, dh);
-    const Matrix V2 = gaussian(d, dh), O2 = gaussian(dh, d);
-    qs.push_back(composition_score(V1, O1, Q2, transpose(K2)));
-    ks.push_back(composition_score(V1, O1, K2, transpose(Q2)));
-    vs.push_back(composition_score(V1, O1, V2, O2));
-  }
-  r.baseline.samples = opt.baseline_samples;
-  if (opt.baseline_samples > 0) {
-    r.baseline.q_mean = mean_std(qs, &r.baseline.q_std);
-    r.baseline.k_mean = mean_std(ks, &r.baseline.k_std);
-    r.baseline.v_mean = mean_std(vs, &r.baseline.v_std);
-  }
+  r.baseline = composition_baseline(d, dh, opt.baseline_samples, opt.seed);
   return r;
 }
 

@@ -142,35 +142,7 @@ CircuitsResult tour_circuits(const GPT2& m, int target_layer, const TourOptions&
         r.compositions.push_back(c);
       }
     }
-  std::mt19937_64 rng(opt.seed);
-  std::normal_distribution<double> N(0, 1);
-  auto gaussian = [&](int rows, int cols) {
-    Matrix x(rows, cols);
-    for (double& v : x.a) v = N(rng);
-    return x;
-  };
-  std::vector<double> qs, ks, vs;
-  for (int i = 0; i < opt.baseline_samples; i++) {
-    const Matrix V1 = gaussian(d, dh), O1 = gaussian(dh, d), Q2 = gaussian(d, dh), K2 = gaussian(d, dh);
-    const Matrix V2 = gaussian(d, dh), O2 = gaussian(dh, d);
-    qs.push_back(composition_score(V1, O1, Q2, transpose(K2)));
-    ks.push_back(composition_score(V1, O1, K2, transpose(Q2)));
-    vs.push_back(composition_score(V1, O1, V2, O2));
-  }
-  auto mean_std = [](const std::vector<double>& v, double* sd) {
-    double mu = 0, s2 = 0;
-    for (double x : v) mu += x;
-    mu /= double(v.size());
-    for (double x : v) s2 += (x - mu) * (x - mu);
-    *sd = v.size() > 1 ? std::sqrt(s2 / double(v.size() - 1)) : 0.0;
-    return mu;
-  };
-  r.baseline.samples = opt.baseline_samples;
-  if (opt.baseline_samples > 0) {
-    r.baseline.q_mean = mean_std(qs, &r.baseline.q_std);
-    r.baseline.k_mean = mean_std(ks, &r.baseline.k_std);
-    r.baseline.v_mean = mean_std(vs, &r.baseline.v_std);
-  }
+  r.baseline = composition_baseline(d, dh, opt.baseline_samples, opt.seed);
   return r;
 }
 

@@ -38,6 +38,9 @@ struct CompositionBaseline {  // the same scores for Gaussian factors of the sam
   double q_mean = 0, q_std = 0, k_mean = 0, k_std = 0, v_mean = 0, v_std = 0;
 };
 
+// The composition scores of `samples` Gaussian factor sets of these shapes (std::mt19937_64 seeded with seed).
+CompositionBaseline composition_baseline(int d, int dh, int samples, uint64_t seed);
+
 struct CircuitsOptions {
   bool fold_ln = true;    // fold ln_1's weight into W_Q, W_K, W_V and ln_f's into W_U (TransformerLens's fold_ln)
   bool copying = true;    // needs W_Uᵀ W_E, one [d, d] product over the vocabulary
