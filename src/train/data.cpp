@@ -7,7 +7,7 @@
 namespace qkv {
 
 InductionMix parse_induction_mix(const std::string& spec) {
-  InductionMix m{0, 0, 0, 0};
+  InductionMix m{0, 0, 0, 0, 0};
   std::istringstream in(spec);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -18,6 +18,7 @@ InductionMix parse_induction_mix(const std::string& spec) {
     if (key == "copies") w = &m.copies;
     if (key == "skip") w = &m.skip;
     if (key == "periodic") w = &m.periodic;
+    if (key == "recall") w = &m.recall;
     int value = -1;
     if (eq != std::string::npos) {
       try {
@@ -29,28 +30,30 @@ InductionMix parse_induction_mix(const std::string& spec) {
       }
     }
     if (!w || value < 0 || value > 1000)
-      usage_error("--mix: '" + item + "' is not KIND=WEIGHT with KIND one of probe, copies, skip, periodic and WEIGHT 0..1000");
+      usage_error("--mix: '" + item + "' is not KIND=WEIGHT with KIND one of probe, copies, skip, periodic, recall and WEIGHT 0..1000");
     *w = value;
   }
-  if (m.probe + m.copies + m.skip + m.periodic <= 0) usage_error("--mix: every weight is 0 ('" + spec + "')");
+  if (m.probe + m.copies + m.skip + m.periodic + m.recall <= 0) usage_error("--mix: every weight is 0 ('" + spec + "')");
   return m;
 }
 
 std::string to_string(const InductionMix& m) {
   return "probe=" + std::to_string(m.probe) + ",copies=" + std::to_string(m.copies) + ",skip=" + std::to_string(m.skip) +
-         ",periodic=" + std::to_string(m.periodic);
+         ",periodic=" + std::to_string(m.periodic) +
+         ",recall=" + std::to_string(m.recall);
 }
 
 DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix mix) {
   if (alphabet.size() < 2 || seq_len < 8) usage_error("induction data: need an alphabet of >= 2 tokens and seq_len >= 8");
-  if (mix.probe < 0 || mix.copies < 0 || mix.skip < 0 || mix.periodic < 0 || mix.probe + mix.copies + mix.skip + mix.periodic <= 0)
+  if (mix.probe < 0 || mix.copies < 0 || mix.skip < 0 || mix.periodic < 0 || mix.recall < 0 ||
+      mix.probe + mix.copies + mix.skip + mix.periodic + mix.recall <= 0)
     usage_error("induction data: the mix's weights must be >= 0 and not all 0");
   // g: a fixed shuffle of the alphabet (its own generator, so every run shares it).
   std::vector<int> skip = alphabet;
   std::shuffle(skip.begin(), skip.end(), std::mt19937_64(0x5eed));
   std::vector<int> index_of(size_t(*std::max_element(alphabet.begin(), alphabet.end())) + 1, 0);
   for (size_t i = 0; i < alphabet.size(); i++) index_of[size_t(alphabet[i])] = int(i);
-  const uint64_t total = uint64_t(mix.probe + mix.copies + mix.skip + mix.periodic);
+  const uint64_t total = uint64_t(mix.probe + mix.copies + mix.skip + mix.periodic + mix.recall);
   return [alphabet = std::move(alphabet), skip = std::move(skip), index_of = std::move(index_of), seq_len, mix,
           total](std::mt19937_64& rng) {
     std::uniform_int_distribution<size_t> tok(0, alphabet.size() - 1);
@@ -114,6 +117,45 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix m
           s.ids[size_t(t) + 1] = skip[size_t(index_of[size_t(prev)])];
           if (first) predictable(t);
         }
+      }
+      return s;
+    }
+    kind -= uint64_t(mix.skip);
+    if (kind < uint64_t(mix.recall) && alphabet.size() >= 8) {
+      // Associative recall: k = 4..16 trigger pairs A -> B, emitted in random order (a random filler token
+      // between pairs now and then, so no position parity marks the triggers). The token before an A
+      // is whatever pair or filler came last — different from one occurrence to the next — so
+      // matching the previous token (the shifted circuit) finds nothing; only the induction circuit
+      // (a previous-token head writes "after A" into B's position, a second head's query A finds
+      // that key, its OV copies B) predicts B at every A but the first. Triggers never appear as
+      // filler or as a B, so each A is unambiguous.
+      const int k = std::uniform_int_distribution<int>(4, std::min<int>(16, int(alphabet.size()) / 2))(rng);
+      std::vector<char> is_trigger(index_of.size(), 0), seen(index_of.size(), 0);
+      std::vector<int> a(static_cast<size_t>(k)), b(static_cast<size_t>(k));
+      for (int p = 0; p < k; p++) {
+        do a[size_t(p)] = alphabet[tok(rng)];
+        while (is_trigger[size_t(a[size_t(p)])]);
+        is_trigger[size_t(a[size_t(p)])] = 1;
+      }
+      auto non_trigger = [&] {
+        int t;
+        do t = alphabet[tok(rng)];
+        while (is_trigger[size_t(t)]);
+        return t;
+      };
+      for (int p = 0; p < k; p++) b[size_t(p)] = non_trigger();
+      s.ids[0] = non_trigger();  // every A has a predecessor
+      for (int t = 1; t < seq_len;) {
+        if (rng() % 4 == 0 || t + 1 == seq_len) {
+          s.ids[size_t(t++)] = non_trigger();
+          continue;
+        }
+        const size_t p = size_t(rng() % uint64_t(k));
+        s.ids[size_t(t)] = a[p];
+        s.ids[size_t(t) + 1] = b[p];
+        if (seen[size_t(a[p])]) predictable(t);
+        seen[size_t(a[p])] = 1;
+        t += 2;
       }
       return s;
     }

@@ -167,9 +167,39 @@ TEST(Data, CopiedSegmentsRecurAndMixWeightsParse) {
     repeated += found;
   }
   EXPECT_GE(repeated, 45) << repeated;
-  EXPECT_EQ(to_string(parse_induction_mix("skip=2,periodic=1")), "probe=0,copies=0,skip=2,periodic=1");
+  EXPECT_EQ(to_string(parse_induction_mix("skip=2,periodic=1")), "probe=0,copies=0,skip=2,periodic=1,recall=0");
   for (const char* bad : {"", "skip", "skip=-1", "skip=x", "bogus=1", "skip=0", "skip=1,periodic=2000"})
     EXPECT_THROW(parse_induction_mix(bad), Error) << bad;
+}
+
+TEST(Data, RecallRewardsMatchingTheCurrentTokenNotThePreviousOne) {
+  auto data = induction_data(256, 128, parse_induction_mix("recall=1"));
+  std::mt19937_64 rng(3);
+  int scored = 0, shifted_right = 0;
+  for (int i = 0; i < 200; i++) {
+    const Sample s = data(rng);
+    check_targets(s, 128, 256);
+    for (int t = 1; t + 1 < 128; t++) {
+      if (s.targets[size_t(t)] < 0) continue;
+      scored++;
+      // Induction: the token occurred before, and every earlier occurrence was followed by the target.
+      int earlier = 0;
+      for (int j = 0; j < t; j++) {
+        if (s.ids[size_t(j)] != s.ids[size_t(t)]) continue;
+        earlier++;
+        EXPECT_EQ(s.ids[size_t(j) + 1], s.targets[size_t(t)]) << "an earlier trigger is followed by something else";
+      }
+      EXPECT_GE(earlier, 1);
+      // The shifted circuit: find the last earlier occurrence m of the PREVIOUS token, predict x[m+2].
+      for (int m = t - 2; m >= 0; m--)
+        if (s.ids[size_t(m)] == s.ids[size_t(t) - 1]) {
+          shifted_right += s.ids[size_t(m) + 2] == s.targets[size_t(t)];
+          break;
+        }
+    }
+  }
+  EXPECT_GT(scored, 200 * 20);
+  EXPECT_LT(shifted_right, scored / 5) << "matching the previous token predicts too many targets";
 }
 
 }  // namespace
