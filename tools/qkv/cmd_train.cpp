@@ -25,7 +25,7 @@ namespace qkv::cli {
 namespace {
 
 struct TrainArgs {
-  std::string preset, data, config, tokenizer, out;
+  std::string preset, data, config, tokenizer, out, init;
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
@@ -81,7 +81,7 @@ void progress(const TrainRecord& r, int steps) {
 
 std::string settings_json(const TrainArgs& a) {
   const TrainSettings& s = a.s;
-  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},         {"mix", a.preset.empty() ? "" : to_string(parse_induction_mix(a.mix))},
+  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},  {"init", a.init},         {"mix", a.preset.empty() ? "" : to_string(parse_induction_mix(a.mix))},
                       {"alphabet", a.preset.empty() ? "" : a.alphabet}, {"sinusoidal_init", a.sinusoidal},
                       {"n_embd", a.n_embd}, {"n_head", a.n_head}, {"n_layer", a.n_layer}, {"eval_n", a.eval_n},         {"seq_len", a.seq_len},
                       {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
@@ -138,7 +138,20 @@ void run_train(TrainArgs a) {
   if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
 
   GPT2 model(config);
-  init_gpt2(model, a.s.seed, a.sinusoidal);
+  if (a.init.empty()) {
+    init_gpt2(model, a.s.seed, a.sinusoidal);
+  } else {
+    GPT2 start = load_model(a.init);
+    const GPT2Config& c = start.config;
+    if (c.vocab_size != config.vocab_size || c.n_positions != config.n_positions || c.n_embd != config.n_embd ||
+        c.n_layer != config.n_layer || c.n_head != config.n_head || c.mlp_dim() != config.mlp_dim() ||
+        c.attn_only != config.attn_only)
+      data_error(a.init + ": --init's shape (" + std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
+                 " heads, d " + std::to_string(c.n_embd) + ", vocab " + std::to_string(c.vocab_size) +
+                 ") differs from the model being trained");
+    start.config = config;
+    model = std::move(start);
+  }
   std::cerr << "training " << model.num_parameters() << " parameters (" << config.n_layer << " layers × "
             << config.n_head << " heads of " << config.head_dim() << (config.attn_only ? ", attention-only" : "")
             << ") for " << a.s.steps << " steps of " << a.s.batch << " × " << a.seq_len << " tokens\n";
@@ -179,6 +192,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--config", a->config, "config.json giving the model's shape (with --data)");
   cmd->add_option("--tokenizer", a->tokenizer, "directory with vocab.json + merges.txt (default: bytes)");
   cmd->add_option("--out", a->out, "output directory")->required();
+  cmd->add_option("--init", a->init, "start from this checkpoint's weights instead of a random init (same shape)");
   cmd->add_option("--n-embd", a->n_embd, "override the preset's width")->check(CLI::Range(1, 4096));
   cmd->add_option("--n-head", a->n_head, "override the preset's heads per layer")->check(CLI::Range(1, 256));
   cmd->add_option("--n-layer", a->n_layer, "override the preset's layers")->check(CLI::Range(1, 64));
