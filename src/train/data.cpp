@@ -122,13 +122,15 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix m
     }
     kind -= uint64_t(mix.skip);
     if (kind < uint64_t(mix.recall) && alphabet.size() >= 8) {
-      // Associative recall: k = 4..16 trigger pairs A -> B, emitted in random order (a random filler token
-      // between pairs now and then, so no position parity marks the triggers). The token before an A
-      // is whatever pair or filler came last — different from one occurrence to the next — so
-      // matching the previous token (the shifted circuit) finds nothing; only the induction circuit
-      // (a previous-token head writes "after A" into B's position, a second head's query A finds
-      // that key, its OV copies B) predicts B at every A but the first. Triggers never appear as
-      // filler or as a B, so each A is unambiguous.
+      // Associative recall in a bigram language (after Bietti et al. 2023, "Birth of a Transformer"):
+      // the filler follows a fixed global bigram map h (the shuffle g above) three times in four, so
+      // the CURRENT token predicts the next one everywhere and has to stay legible in the residual
+      // stream; among it, k = 4..16 trigger pairs A -> B specific to this sequence recur in random
+      // order. The token before an A changes from one occurrence to the next, so matching the
+      // previous token (the shifted circuit) rarely finds B; the induction circuit (a previous-token
+      // head writes "after A" into B's position, a second head's query A finds that key, its OV
+      // copies B) predicts it at every A but the first. Triggers never appear as filler or as a B,
+      // so each A is unambiguous. Scored: each A after its first, and each filler step h made.
       const int k = std::uniform_int_distribution<int>(4, std::min<int>(16, int(alphabet.size()) / 2))(rng);
       std::vector<char> is_trigger(index_of.size(), 0), seen(index_of.size(), 0);
       std::vector<int> a(static_cast<size_t>(k)), b(static_cast<size_t>(k));
@@ -146,16 +148,24 @@ DataSource induction_data(std::vector<int> alphabet, int seq_len, InductionMix m
       for (int p = 0; p < k; p++) b[size_t(p)] = non_trigger();
       s.ids[0] = non_trigger();  // every A has a predecessor
       for (int t = 1; t < seq_len;) {
-        if (rng() % 4 == 0 || t + 1 == seq_len) {
-          s.ids[size_t(t++)] = non_trigger();
+        const int prev = s.ids[size_t(t) - 1];  // never a trigger: an A is always followed by its B
+        if (t + 1 < seq_len && rng() % 3 == 0) {
+          const size_t p = size_t(rng() % uint64_t(k));
+          s.ids[size_t(t)] = a[p];
+          s.ids[size_t(t) + 1] = b[p];
+          if (seen[size_t(a[p])]) predictable(t);
+          seen[size_t(a[p])] = 1;
+          t += 2;
           continue;
         }
-        const size_t p = size_t(rng() % uint64_t(k));
-        s.ids[size_t(t)] = a[p];
-        s.ids[size_t(t) + 1] = b[p];
-        if (seen[size_t(a[p])]) predictable(t);
-        seen[size_t(a[p])] = 1;
-        t += 2;
+        const int next = skip[size_t(index_of[size_t(prev)])];
+        if (rng() % 4 != 0 && !is_trigger[size_t(next)]) {
+          s.ids[size_t(t)] = next;
+          predictable(t - 1);
+        } else {
+          s.ids[size_t(t)] = non_trigger();
+        }
+        t++;
       }
       return s;
     }
