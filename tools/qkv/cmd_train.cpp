@@ -29,7 +29,7 @@ struct TrainArgs {
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
-  std::string mix = "skip=1,periodic=1";   // induction preset: the data's kinds and weights
+  std::string mix = "skip=1,recall=2,probe=2";  // induction preset: the data's kinds and weights
   bool sinusoidal = true;                   // start wpe as sinusoids (still learned)       // induction preset: which tokens the random sequences use
   TrainSettings s;
 };
@@ -199,8 +199,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--alphabet", a->alphabet, "induction preset: printable (64: letters, digits, space, .) or bytes (256)")
       ->check(CLI::IsMember({"printable", "bytes"}));
   cmd->add_option("--mix", a->mix,
-                  "induction preset: the data's kinds and weights, from probe, copies, skip, periodic "
-                  "(default skip=1,periodic=1; see include/qkv/train/train.hpp)");
+                  "induction preset: the data's kinds and weights, from probe, copies, skip, periodic, recall "
+                  "(default skip=1,recall=2,probe=2; see include/qkv/train/train.hpp)");
   cmd->add_option("--sinusoidal-init", a->sinusoidal, "start position embeddings as sinusoids (true/false)");
   cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));

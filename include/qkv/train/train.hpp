@@ -40,12 +40,13 @@ using DataSource = std::function<Sample(std::mt19937_64&)>;
 //   skip:     skip-bigram chains, x[t+1] = g(x[t-1]) for a fixed shuffle g — they reward the
 //             previous-token head the induction circuit is built on;
 //   periodic: a random segment of random length repeated to the end;
-//   recall:   2–16 trigger pairs A B in random order with a little filler: the token before an A
-//             changes from one occurrence to the next, so only "find the earlier A, copy what
-//             followed it" predicts B — matching the previous token (a shifted copying circuit)
-//             finds nothing.
+//   recall:   a global bigram language (x[t+1] = h(x[t]) three times in four) in which 4–16 trigger
+//             pairs A B specific to the sequence recur in random order: the current token matters
+//             everywhere, and the token before an A changes from one occurrence to the next, so only
+//             "find the earlier A, copy what followed it" predicts B — the induction circuit; matching
+//             the previous token (a shifted copying circuit) finds nothing.
 struct InductionMix {
-  int probe = 0, copies = 0, skip = 1, periodic = 1, recall = 0;
+  int probe = 2, copies = 0, skip = 1, periodic = 0, recall = 2;  // the bundled model's recipe
 };
 InductionMix parse_induction_mix(const std::string& spec);  // "skip=1,periodic=1" (unnamed kinds: 0)
 std::string to_string(const InductionMix& mix);
