@@ -9,16 +9,16 @@
 
 namespace qkv {
 
+int training_threads(const TrainSettings& s) { return s.threads > 0 ? s.threads : omp_get_max_threads(); }
+
 InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t seed) {
   if (n < 2 || 2 * n > model.config.n_positions)
     usage_error("in-context loss: need 2 <= n and 2n <= n_positions (" + std::to_string(model.config.n_positions) + ")");
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> tok(0, model.config.vocab_size - 1);
+  // The same held-out sequences as the head detector's (random tokens r, then r again).
+  const auto seqs = analysis::repeated_random_tokens(model.config.vocab_size, n, sequences, seed);
   InContextLoss r;
   Activations a;
-  for (int s = 0; s < sequences; s++) {
-    std::vector<int> ids(size_t(2 * n));
-    for (int i = 0; i < n; i++) ids[size_t(i)] = ids[size_t(n + i)] = tok(rng);
+  for (const std::vector<int>& ids : seqs) {
     forward(model, ids, a);
     std::vector<int> first(ids.size(), -1), second(ids.size(), -1);
     for (int t = 0; t + 1 < n; t++) first[size_t(t)] = ids[size_t(t) + 1];       // within the first half
@@ -54,7 +54,7 @@ HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
 std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainSettings& s, int eval_n,
                                const std::function<void(const TrainRecord&)>& on_step) {
   if (s.steps < 1 || s.batch < 1) usage_error("train: steps and batch must be at least 1");
-  const int threads = s.threads > 0 ? s.threads : omp_get_max_threads();
+  const int threads = training_threads(s);
   AdamW opt(model, s);
   std::mt19937_64 rng(s.seed);
   std::vector<std::vector<float>> grads(size_t(threads), std::vector<float>(model.params.size()));

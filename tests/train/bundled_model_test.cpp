@@ -93,6 +93,7 @@ TEST(BundledModel, RecordsTheSettingsItWasMadeWith) {
   EXPECT_NE(meta.find("\"preset\":\"induction\""), std::string::npos) << meta;
   EXPECT_NE(meta.find("\"mix\":\"probe=2,copies=0,skip=1,periodic=0,recall=2\""), std::string::npos) << meta;
   EXPECT_NE(meta.find("\"steps\":4000"), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"threads_used\":"), std::string::npos) << "the thread count that reproduces it: " << meta;
 }
 
 TEST(BundledModel, CopiesInContext) {

@@ -87,7 +87,7 @@ std::string settings_json(const TrainArgs& a) {
                       {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
                       {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
                       {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
-                      {"seed", s.seed},          {"threads", s.threads}};
+                      {"seed", s.seed},          {"threads", s.threads}, {"threads_used", training_threads(s)}};
   return j.dump();
 }
 

@@ -25,6 +25,10 @@ struct TrainSettings {
   int threads = 0;           // 0 = all cores; results are deterministic for a fixed count
 };
 
+// The threads train() uses for these settings (s.threads, or OpenMP's default when 0): results are
+// identical for the same count, so checkpoints record it.
+int training_threads(const TrainSettings& s);
+
 // One training sequence: ids [T] and targets [T] (−1 = no loss at that position).
 struct Sample {
   std::vector<int> ids, targets;
