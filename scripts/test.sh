@@ -3,9 +3,12 @@
 # docs/robustness.md:
 #   1. the normal (Release) build: every GoogleTest, CLI and fuzz-replay test;
 #   2. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
-#   3. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14).
-# Environment: QKV_BUILD_DIR (default build); QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0 skip stage 2 / 3
-# (CI runs all three); QKV_FUZZ_SECONDS.
+#   2. the bundled model's recipe rerun (tests/train/retrain_bundled.sh, ~2 min): it must reproduce
+#      models/induction — byte for byte with the same thread count;
+#   3. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
+#   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14).
+# Environment: QKV_BUILD_DIR (default build); QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0
+# skip stage 2 / 3 / 4 (CI runs all four); QKV_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -19,6 +22,13 @@ status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
 t1=$(date +%s)
 echo "qkv test: normal build and suite $((t1 - t0))s" >&2
+
+if [ "${QKV_TEST_RETRAIN:-1}" != 0 ]; then
+  bash tests/train/retrain_bundled.sh "$build/qkv" "$PWD" || status=1
+  t2=$(date +%s)
+  echo "qkv test: bundled model retrained and compared $((t2 - t1))s" >&2
+  t1=$t2
+fi
 
 if [ "${QKV_TEST_SANITIZE:-1}" != 0 ]; then
   asan=build-asan
