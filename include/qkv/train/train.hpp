@@ -35,9 +35,9 @@ struct Sample {
 };
 using DataSource = std::function<Sample(std::mt19937_64&)>;
 
-// Sequences of uniformly random tokens in which what comes next can be read from the context, of four
-// kinds drawn with these weights (targets are set only where the next token follows from the context,
-// −1 elsewhere):
+// Sequences in which what comes next can be read from the context or from a fixed rule, of five kinds
+// drawn with these weights (targets are set only where the next token follows, −1 elsewhere; the
+// bundled model's recipe is the default, models/induction/README.md says why):
 //   probe:    a random prefix repeated once (TransformerLens's probe; alone it lets a model find the
 //             repeat by position instead of by content);
 //   copies:   1–4 segments copied from random earlier to random later positions;
