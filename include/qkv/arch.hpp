@@ -1,0 +1,112 @@
+// An architecture as data: one plain struct describes every model family qkv runs (GPT-2, Llama,
+// Mistral, Qwen2, Gemma, Gemma 2, GPT-NeoX/Pythia, Phi-3, GPT-Neo). The loader fills it from a
+// Hugging Face config.json; the family forward (lm.hpp) reads it; there is no class per family.
+//
+// Each family contributes only (src/model/arch.cpp): its config.json reader and its row of the
+// tensor-name table (HF name -> role, shape, and the layout of fused Q/K/V weights).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace qkv {
+
+enum class NormKind {
+  LayerNorm,        // (x - mean)/sqrt(var + eps) · w + b      GPT-2, GPT-NeoX, GPT-Neo
+  RMSNorm,          // x/sqrt(mean(x²) + eps) · w              Llama, Mistral, Qwen2, Phi-3
+  RMSNormPlusOne,   // x/sqrt(mean(x²) + eps) · (1 + w)        Gemma, Gemma 2
+};
+enum class PosKind { Learned, Rotary };
+// Which coordinates of a head rotate together. Half: (i, i + r/2), Hugging Face's rotate_half (every
+// HF family here). Adjacent: (2i, 2i + 1), GPT-J / Meta's original layout (llama.cpp's GGUF files).
+enum class RotaryPairing { Half, Adjacent };
+enum class MlpKind {
+  GeluTanh,  // down(gelu_tanh(up(x)))       GPT-2 ("gelu_new"), GPT-Neo
+  Gelu,      // down(gelu_erf(up(x)))        GPT-NeoX ("gelu")
+  SwiGLU,    // down(silu(gate(x)) · up(x))  Llama, Mistral, Qwen2, Phi-3
+  GeGLU,     // down(gelu_tanh(gate(x)) · up(x))  Gemma, Gemma 2
+  None,      // attention-only (qkv's own tiny models)
+};
+// Where Q, K and V live in the checkpoint.
+enum class QkvLayout {
+  Separate,     // q_proj, k_proj, v_proj (nn.Linear [out, in])
+  Gpt2Thirds,   // c_attn Conv1D [d, 3d]: columns [0,d) Q, [d,2d) K, [2d,3d) V; head h = cols h·dh..
+  NeoxPerHead,  // query_key_value Linear [3·H·dh, d]: output viewed [H, 3, dh] (per head q, k, v)
+  Stacked,      // qkv_proj Linear [(H + 2·n_kv)·dh, d]: rows Q, then K, then V (Phi-3)
+};
+
+struct RopeScaling {
+  std::string type;  // "" none, "linear", "llama3"
+  double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+  int original_max_position_embeddings = 8192;
+};
+
+struct Arch {
+  std::string model_type;      // config.json's model_type: "gpt2", "llama", …
+  std::string architecture;    // e.g. "LlamaForCausalLM" (informational)
+  int vocab_size = 0, d = 0, n_layer = 0, n_ctx = 0;
+  int H = 0, n_kv = 0, dh = 0;  // query heads, key/value heads (H % n_kv == 0), head_dim
+  int d_ff = 0;                 // MLP width (0 with MlpKind::None)
+
+  NormKind norm = NormKind::LayerNorm;
+  double norm_eps = 1e-5;
+
+  PosKind pos = PosKind::Learned;
+  RotaryPairing pairing = RotaryPairing::Half;
+  int rotary_dim = 0;  // how many of dh's coordinates rotate (partial rotary: rotary_pct · dh)
+  double rope_theta = 10000;
+  RopeScaling rope_scaling;
+
+  QkvLayout qkv_layout = QkvLayout::Separate;
+  bool qkv_bias = false, o_bias = false, mlp_bias = false, norm_bias = false;
+  double attn_scale = 0;       // multiplier of q·k: 1/√dh, query_pre_attn_scalar^-½, or 1 (GPT-Neo)
+  double attn_softcap = 0;     // Gemma 2: S = c·tanh(S/c); 0 = none
+  double final_softcap = 0;    // Gemma 2: logits = c·tanh(logits/c); 0 = none
+  std::vector<int> window;     // per layer: 0 global, w > 0 sliding window (key j visible iff i - w < j <= i)
+
+  MlpKind mlp = MlpKind::GeluTanh;
+  bool gate_up_fused = false;  // Phi-3's gate_up_proj [2·d_ff, d]: gate rows first, then up
+  bool parallel_residual = false;  // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  bool post_norms = false;     // Gemma 2: a norm on the attention output and on the MLP output
+  bool tied_embeddings = true;
+  bool embed_scale = false;    // Gemma: x = embed · √d
+
+  int q_dim() const { return H * dh; }
+  int kv_dim() const { return n_kv * dh; }
+  bool rotary() const { return pos == PosKind::Rotary; }
+  bool attn_only() const { return mlp == MlpKind::None; }
+  // Every layer's window, or 0 when the layer attends to all earlier positions.
+  int window_of(int layer) const { return window.empty() ? 0 : window[size_t(layer)]; }
+  // Throws qkv::Error (Data) naming `where` and the key when the description is inconsistent.
+  void validate(const std::string& where) const;
+  // The description in words, one line per aspect, for `qkv info`.
+  std::vector<std::string> describe() const;
+  nlohmann::json to_json() const;
+};
+
+// The families qkv knows, as config.json's model_type spells them.
+const std::vector<std::string>& supported_model_types();
+
+// Reads a Hugging Face config.json (already parsed) into an Arch. Unknown model_type, a key of the
+// wrong type, an unsupported rope_scaling or an inconsistent head layout: qkv::Error (Data) naming
+// `where` and the key.
+Arch arch_from_config(const nlohmann::json& config, const std::string& where);
+
+// A config.json for an architecture, as Hugging Face writes that family's (`qkv init --arch`).
+// `preset` is "tiny" (tests) or "small" (benchmarks); `overrides` are KEY=VALUE pairs applied to the
+// JSON before it is read back (any config key: `num_key_value_heads=2`).
+nlohmann::json default_config(const std::string& model_type, const std::string& preset);
+
+// One tensor of a checkpoint as the family names it, with the role the forward reads it in.
+struct TensorSpec {
+  std::string name;             // Hugging Face's name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;   // as stored
+  int layer = -1;               // -1: not in a block
+  std::string role;             // e.g. "wq", "bq", "ln1_w", "wte", "lm_head"
+};
+// The family's tensor table for this architecture: exactly the tensors a checkpoint must hold.
+std::vector<TensorSpec> tensor_table(const Arch& arch);
+
+}  // namespace qkv

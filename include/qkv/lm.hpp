@@ -1,0 +1,130 @@
+// A model of any family (arch.hpp): weights as views into the mapped checkpoint, and ONE forward with
+// hook points that the trace (copy out), interventions (write in) and the Python bindings all use.
+//
+// Per block, as the Arch says (src/model/lm_forward.cpp reads it top to bottom):
+//   hook_resid_pre  x
+//   u = norm1(x)                                   ln1.hook_normalized
+//   q, k, v = the model's own Q/K/V maps of u      attn.hook_q [T,H,dh], hook_k / hook_v [T,n_kv,dh]
+//   q, k = rotary(q, k) (rotary models)            attn.hook_rot_q [T,H,dh], hook_rot_k [T,n_kv,dh]
+//   S = scale·q·kᵀ, soft-cap, causal/window mask   attn.hook_attn_scores [H,T,T] (masked: -inf)
+//   A = softmax(S)                                  attn.hook_pattern [H,T,T]
+//   z = A·v (query head h reads kv head h/(H/n_kv)) attn.hook_z [T,H,dh]
+//   a = z·W_O (+ b_O) (post-norm: Gemma 2)          hook_attn_out [T,d]
+//   x = x + a  (sequential)                        hook_resid_mid
+//   m = mlp(norm2(x))  (parallel: norm2 of the block's input)   ln2.hook_normalized, hook_mlp_out
+//   x = x + m (parallel: x + a + m)                hook_resid_post
+// then ln_final.hook_normalized, logits (after any final soft-cap).
+// When neither scores nor pattern is hooked at a layer, its attention runs in the fused flash kernel
+// and no T×T matrix exists.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qkv/arch.hpp"
+#include "qkv/tensor.hpp"
+
+namespace qkv {
+
+enum class WeightType { F32, F16, BF16 };
+
+// One parameter: a view of the checkpoint's bytes as stored (F32 used in place; F16/BF16 converted per
+// use into a reused buffer, never expanded for the whole model at once).
+struct Weight {
+  const void* data = nullptr;
+  WeightType type = WeightType::F32;
+  std::vector<int64_t> shape;  // as stored
+  std::string name;            // the checkpoint's name (for errors and `qkv info`)
+  bool in_out = false;         // stored [in, out] (GPT-2's Conv1D) rather than nn.Linear's [out, in]
+  bool present() const { return data != nullptr; }
+  int64_t numel() const;
+  // Elements [begin, begin + n) as fp32 into out.
+  void read(int64_t begin, int64_t n, float* out) const;
+  // A pointer to fp32 elements [begin, begin + n): in place for F32, else converted into scratch.
+  const float* f32(int64_t begin, int64_t n, std::vector<float>& scratch) const;
+};
+
+struct BlockWeights {
+  Weight ln1_w, ln1_b, ln2_w, ln2_b;        // norm before attention / before the MLP
+  Weight post_attn_w, post_mlp_w;           // Gemma 2's post-attention and post-feed-forward norms
+  Weight wq, wk, wv, bq, bk, bv;            // QkvLayout::Separate
+  Weight wqkv, bqkv;                        // the fused layouts
+  Weight wo, bo;
+  Weight w_up, b_up, w_gate, b_gate, w_gate_up, w_down, b_down;
+};
+
+class Model {
+ public:
+  Arch arch;
+  std::string source;   // what was loaded, in words
+  std::string path;     // the path given
+  std::vector<TensorSpec> table;  // every tensor, in the family's order
+  std::vector<BlockWeights> blocks;
+  Weight wte, wpe, lnf_w, lnf_b, lm_head;  // lm_head absent when tied (then wte is read)
+
+  int64_t num_parameters() const;
+  // The weight by checkpoint name (throws qkv::Error naming it).
+  const Weight& weight(const std::string& name) const;
+  // Storage the views point into (mappings, or owned copies); shared so Model copies are cheap.
+  std::vector<std::shared_ptr<const void>> keep_alive;
+  std::map<std::string, const Weight*> by_name;  // filled by the loader
+};
+
+// Loads a Hugging Face directory (config.json + model.safetensors or model.safetensors.index.json
+// shards) of any supported family, a .safetensors file with its config (qkv's own files), or an llm.c
+// .bin (GPT-2). Missing / extra / mis-shaped tensors, an unknown model_type, a missing shard: qkv::Error
+// naming the file and the tensor or key. NaN/Inf weights are refused.
+Model load_lm(const std::string& path);
+
+// A view of one activation at a hook point, shaped as TransformerLens names it (batch dimension
+// dropped). Writes through `data` change what the rest of the forward computes.
+struct ActView {
+  float* data = nullptr;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+};
+
+// The hook points a caller asks for. `wants(name)` decides whether the forward materialises that
+// activation; `fn(name, view)` then reads it or edits it in place. Unhooked runs pay nothing.
+struct Hooks {
+  std::function<bool(const std::string&)> wants;
+  std::function<void(const std::string&, ActView)> fn;
+};
+
+// Every buffer of a run; sized on first use, reused afterwards.
+struct RunState {
+  int T = 0;
+  std::vector<float> x, u, xin, q, k, v, z, zm, a, m, h, g, lse, logits, S, tmp, wbuf, qkv;
+};
+
+struct RunOptions {
+  bool last_only = false;     // logits of the last position only
+  const Hooks* hooks = nullptr;
+  int stop_at_layer = -1;     // >= 0: stop after that block's resid_post (no logits)
+};
+
+// ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits.
+// 1 <= T <= n_ctx, ids in [0, vocab) (qkv::Error, Usage, otherwise).
+const std::vector<float>& run(const Model& model, const std::vector<int>& ids, RunState& st,
+                              const RunOptions& opt = {});
+
+// Every hook point's name for this model, in forward order (TransformerLens's names).
+std::vector<std::string> hook_names(const Model& model);
+
+// A run that copies out the named activations (`keep(name)` true; null = all) plus "logits".
+std::map<std::string, Tensor> run_with_cache(const Model& model, const std::vector<int>& ids,
+                                             const std::function<bool(const std::string&)>& keep = nullptr);
+
+// FLOPs of run() (GEMMs and causal attention, multiply-adds × 2), for GFLOP/s figures.
+double lm_forward_flops(const Arch& arch, int T, bool last_only = false);
+
+// Writes a random checkpoint of this architecture exactly as Hugging Face lays out the family:
+// dir/config.json (the given JSON) + model.safetensors (or `shards` files with
+// model.safetensors.index.json) in F32/F16/BF16. N(0, 0.02) matrices, norms 1 (Gemma: 0), biases
+// N(0, 0.02) so that they matter in tests. Deterministic for a seed.
+void write_random_checkpoint(const std::string& dir, const nlohmann::json& config, WeightType dtype, int shards,
+                             uint64_t seed);
+
+}  // namespace qkv
