@@ -123,6 +123,18 @@ std::map<std::string, Tensor> run_with_cache(const Model& model, const std::vect
                                              const std::function<bool(const std::string&)>& keep = nullptr,
                                              bool materialise_all = true);
 
+// Rotary positions applied to rows x [n, dh] in place, row r rotated to position pos[r] (the forward's
+// own rotation, for experiments on single q/k pairs). No-op for models with learned positions.
+void apply_rotary(const Arch& arch, float* x, int n, const int* pos);
+
+// A layer's Q, K and V maps as dense fp32 in nn.Linear's layout, whatever the checkpoint's layout
+// (GPT-2's thirds, NeoX's per-head interleave, Phi-3's stacked rows, separate projections):
+// q = u·Wqᵀ + bq with Wq [H·dh, d], Wk/Wv [n_kv·dh, d]; biases empty when the model has none.
+struct QkvMaps {
+  std::vector<float> Wq, Wk, Wv, bq, bk, bv;
+};
+QkvMaps qkv_maps(const Model& model, int layer);
+
 // FLOPs of run() (GEMMs and causal attention, multiply-adds × 2), for GFLOP/s figures.
 double lm_forward_flops(const Arch& arch, int T, bool last_only = false);
 

@@ -358,6 +358,17 @@ void add_rows(float* x, const float* y, long n) {
 
 }  // namespace
 
+void apply_rotary(const Arch& a, float* x, int n, const int* pos) {
+  if (!a.rotary()) return;
+  int mx = 0;
+  for (int r = 0; r < n; r++) mx = std::max(mx, pos[r]);
+  std::vector<float> cs, sn;
+  rope_tables(a, mx + 1, cs, sn);
+  const int half = a.rotary_dim / 2;
+  for (int r = 0; r < n; r++)
+    rope_apply(x + size_t(r) * a.dh, 1, 1, a.dh, a, cs.data() + size_t(pos[r]) * half, sn.data() + size_t(pos[r]) * half);
+}
+
 std::vector<std::string> hook_names(const Model& m) {
   const Arch& a = m.arch;
   std::vector<std::string> n;
