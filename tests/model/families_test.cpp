@@ -36,6 +36,7 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const auto& e : fs::directory_iterator(kFx)) {
+    if (!e.is_directory()) continue;  // claims.json (check_family_claims.py) sits beside the cases
     std::ifstream f(e.path() / "case.json");
     const nlohmann::json j = nlohmann::json::parse(f);
     out.push_back({e.path().filename().string(), j["init"].get<std::vector<std::string>>(),
