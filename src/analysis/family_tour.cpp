@@ -175,6 +175,16 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
     std::copy_n(Kt.data() + (size_t(t) * K + cg) * dh, dh, kh.data() + size_t(t) * dh);
   }
 
+  // the evidence for the report
+  r.T = T;
+  for (int l = 0; l < L; l++) {
+    const Tensor& P = act("blocks." + std::to_string(l) + ".attn.hook_pattern");
+    for (int h = 0; h < H; h++) r.patterns.emplace_back(P.data() + size_t(h) * T * T, P.data() + size_t(h + 1) * T * T);
+  }
+  r.S.resize(size_t(T) * T);
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j < T; j++) r.S[size_t(i) * T + j] = dot(qh.data() + size_t(i) * dh, kh.data() + size_t(j) * dh, dh);
+
   // scores_asymmetric on the (rotated) q and k
   {
     Builder bd("scores_asymmetric", "seed 000", "Row i's score for row j is not row j's score for row i.");
@@ -238,6 +248,10 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
       apply_rotary(a, kk.data(), 1, &pj);
       return double(dot(qq.data(), kk.data(), dh));
     };
+    for (int off = 0; off < std::min(a.n_ctx, 129); off++) {
+      r.offsets.push_back(off);
+      r.offset_score.push_back(score(off, 0));
+    }
     const int cap = std::min(a.n_ctx, 4096) - 1;
     const int delta = std::min(5, cap);
     std::vector<double> same;

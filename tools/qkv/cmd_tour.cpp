@@ -12,6 +12,7 @@
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
+#include "qkv/report/family_report.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/report/tour_report.hpp"
 
@@ -93,15 +94,19 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
   an::FamilyTourOptions o;
   o.seed = a.seed;
   if (!a.m.tokens.empty() || !a.m.text.empty()) o.text_ids = input_ids(lm, a.m);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec)) data_error(a.out + ": exists and is not a directory");
   const an::FamilyTourResult r = an::family_tour(lm.model, o);
   const Arch& c = lm.model.arch;
+  const std::string html = report::write_family_tour_report(r, c, lm.path, a.out);
   if (a.json) {
     print_json({{"model", lm.path}, {"family", c.model_type}, {"architecture", c.to_json()},
                 {"layers", c.n_layer}, {"heads", c.H}, {"kv_heads", c.n_kv}, {"d", c.d}, {"dh", c.dh},
                 {"text", {{"tokens", r.text_ids.size()}, {"ids", r.text_ids}}},
                 {"chosen", {{"induction", {r.chosen.layer, r.chosen.head}}, {"previous_token", {r.previous.layer, r.previous.head}}}},
                 {"held", r.held_count()}, {"applicable", r.applicable_count()}, {"total", r.claims.size()},
-                {"seconds", r.seconds}, {"report", nullptr}, {"claims", claims_json(r.claims)}});
+                {"seconds", r.seconds}, {"report", html}, {"claims", claims_json(r.claims)}});
     return;
   }
   std::cout << "qkv tour of " << lm.path << " (" << c.model_type << "): " << c.n_layer << " layer(s), " << c.H
@@ -114,7 +119,7 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
   for (const auto& cl : r.claims) t.add({cl.id, !cl.applies ? "n/a" : cl.held ? "holds" : "does not hold"});
   std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.applicable_count() << " applicable claims hold on this "
             << c.model_type << " model (" << r.claims.size() - size_t(r.applicable_count()) << " n/a; "
-            << report::fmt(r.seconds, 1) << " s). No HTML report for this family yet.\n";
+            << report::fmt(r.seconds, 1) << " s). Report: " << html << "\n";
 }
 
 void run_tour(const TourArgs& a) {
