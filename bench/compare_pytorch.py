@@ -28,6 +28,7 @@ for the model forward the GEMM + causal-attention FLOPs (qkv::forward_flops).
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -123,8 +124,7 @@ def worker(kind, T, threads, repeats):
         a = torch.randn(256, 256)
         (a @ a).sum().item()
         config = torch.__config__.show()
-        blas_info = [kv.strip() for kv in config.replace("\n", ",").split(",")
-                     if kv.strip().startswith(("BLAS_INFO", "LAPACK_INFO"))]
+        blas_info = re.findall(r"\b(?:BLAS|LAPACK)_INFO=[^,\s]+", config)
         return {"torch": torch.__version__, "threads": torch.get_num_threads(), "mapped": blas_libraries(),
                 "config": blas_info}
     g = torch.Generator().manual_seed(0)
@@ -238,7 +238,8 @@ def main():
 
     load = open("/proc/loadavg").read().split()[:3]
     print(f"torch {info['torch']} ({info['threads']} threads; OMP/BLIS/OPENBLAS/MKL_NUM_THREADS={args.threads}, "
-          f"OPENBLAS_CORETYPE={tenv.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS decides)')}) "
+          f"OPENBLAS_CORETYPE={tenv.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS decides)')} "
+          f"{'from the environment' if 'OPENBLAS_CORETYPE' in os.environ else 'from the CPU flags'}) "
           f"vs {binary}; median of {args.repeats}; load average at start {' '.join(load)}", flush=True)
     print(f"PyTorch's BLAS: libblas.so.3 -> {alternative}; mapped: {', '.join(info['mapped']) or '?'}", flush=True)
     print(f"  torch.__config__.show(): {', '.join(info['config']) or '?'}", flush=True)

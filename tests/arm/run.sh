@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Cross-compiles the fused attention kernels for aarch64 (Debian's g++-aarch64-linux-gnu; no BLIS,
 # no GoogleTest) with tests/arm/flash_arm_test.cpp and runs the result under qemu-aarch64 (Debian's
-# qemu-user): the portable and NEON paths against the double reference. Installs the two packages when
-# missing. Usage: bash tests/arm/run.sh [build-dir]   (default build-arm)
+# qemu-user): the portable and NEON paths against the double reference. Installs those packages (and
+# the target's libc, libc6-dev-arm64-cross) when missing.
+# Usage: bash tests/arm/run.sh [build-dir]   (default build-arm)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build-arm}
 need=()
 command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
+[ -f /usr/aarch64-linux-gnu/include/stdio.h ] || need+=(libc6-dev-arm64-cross)  # the target's libc
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
