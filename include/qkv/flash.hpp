@@ -10,7 +10,8 @@
 // They run on OpenMP threads, on one of several paths chosen once at run time from the CPU (no -march
 // flag needed): AVX-512 (x86-64 with AVX-512F/BW/DQ/VL), AVX2 + FMA (x86-64), NEON (aarch64), else a
 // portable scalar path. Strict IEEE: the vector exp is a polynomial accurate to < 2e-7 relative
-// (results below FLT_MIN are flushed to 0, a contribution < 1.2e-38 of a row's sum).
+// (results below FLT_MIN are flushed to 0, a contribution < 1.2e-38 of a row's sum; the AVX2 and NEON
+// exp take inputs above 88 as 88, where the kernels only pass x <= ~0).
 //
 // Grouped-query attention (Llama-family models): the _gqa entry points take k, v (and dk, dv) as
 // [n_kv, T, dh] with H % n_kv == 0; query head h reads key/value head h / (H / n_kv). n_kv == H is
