@@ -758,9 +758,10 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   std::vector<std::pair<std::string, int>> entries;
   entries.reserve(vocab.obj().size());
   for (auto it = vocab.v.begin(); it != vocab.v.end(); ++it) {
-    const Node e{it.value(), file, vocab.key + "." + td::json(it.key()).dump()};
-    const int64_t id = e.integer();
-    if (id < 0 || id > td::kMaxId) e.fail("id out of range, expected 0.." + std::to_string(td::kMaxId) + ", found " + std::to_string(id));
+    const auto entry = [&] { return Node{it.value(), file, vocab.key + "." + td::json(it.key()).dump()}; };
+    if (!it.value().is_number_integer()) entry().integer();  // throws, naming the key
+    const int64_t id = it.value().get<int64_t>();
+    if (id < 0 || id > td::kMaxId) entry().fail("id out of range, expected 0.." + std::to_string(td::kMaxId) + ", found " + std::to_string(id));
     max_id = std::max(max_id, id);
     entries.emplace_back(it.key(), static_cast<int>(id));
   }
@@ -813,9 +814,27 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   // ---- merges ----
   const Node merges = model.at("merges");
   impl->merges.reserve(merges.arr().size());
+  impl->merge_of.reserve(merges.v.size());
+  std::string left, right;
   for (size_t i = 0; i < merges.v.size(); ++i) {
-    const Node m = merges.at(i);
-    std::string left, right;
+    const td::json& mv = merges.v[i];
+    // The fast path: ["left", "right"] with both strings.
+    if (mv.is_array() && mv.size() == 2 && mv[0].is_string() && mv[1].is_string()) {
+      const std::string& a = mv[0].get_ref<const std::string&>();
+      const std::string& b = mv[1].get_ref<const std::string&>();
+      auto l = by_string.find(a), r = by_string.find(b);
+      if (l != by_string.end() && r != by_string.end()) {
+        left = a;
+        left += b;
+        if (auto res = by_string.find(left); res != by_string.end()) {
+          const int rank = static_cast<int>(impl->merges.size());
+          impl->merges.emplace_back(l->second, r->second);
+          impl->merge_of.insert_or_assign(td::pair_key(l->second, r->second), Impl::Merge{rank, res->second});
+          continue;
+        }
+      }
+    }
+    const Node m = merges.at(i);  // the general path, and every error with its key
     if (m.v.is_string()) {
       const std::string s = m.v.get<std::string>();
       const size_t sp = s.find(' ');
@@ -850,16 +869,15 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     for (int b = 0; b < 256; ++b)
       if (auto it = by_string.find(td::byte_symbol(static_cast<unsigned char>(b))); it != by_string.end())
         impl->byte_id[b] = it->second;
+    p.vocab.reserve(by_string.size());
     for (const auto& [tok, id] : by_string) p.vocab.emplace(td::symbols_to_bytes(tok), id);
-  } else {
-    p.vocab = std::move(by_string);
   }
   p.fallback.fill(-1);
   if (p.byte_fallback)
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
-      if (auto it = p.vocab.find(name); it != p.vocab.end()) p.fallback[b] = it->second;
+      if (auto it = by_string.find(name); it != by_string.end()) p.fallback[b] = it->second;
     }
 
   // ---- decoding ----
@@ -872,9 +890,8 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   const auto id_of = [&](const std::string& name) -> int {
     for (const auto& [c, id] : added_names)
       if (c == name) return id;
-    for (size_t id = 0; id < n; ++id)
-      if (impl->token_strings[id] == name) return static_cast<int>(id);
-    return -1;
+    auto it = by_string.find(name);
+    return it == by_string.end() ? -1 : it->second;
   };
   std::vector<int> prefix, suffix;
   if (root.has("post_processor")) {
@@ -990,6 +1007,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   d += impl->bos >= 0 ? ", BOS " + impl->token_strings[impl->bos] : ", no BOS token";
   impl->describe = d;
 
+  if (!p.byte_level) p.vocab = std::move(by_string);
   impl->hf.reset(pipe.release());
   return Tokenizer(std::move(impl));
 }
