@@ -765,7 +765,8 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     max_id = std::max(max_id, id);
     entries.emplace_back(it.key(), static_cast<int>(id));
   }
-  const Node added = root.has("added_tokens") ? root.at("added_tokens") : Node{td::json::array(), file, "added_tokens"};
+  static const td::json kNoAddedTokens = td::json::array();
+  const Node added = root.has("added_tokens") ? root.at("added_tokens") : Node{kNoAddedTokens, file, "added_tokens"};
   for (size_t i = 0; i < added.arr().size(); ++i) {
     const Node id = added.at(i).at("id");
     if (id.integer() < 0 || id.integer() > td::kMaxId)
@@ -790,7 +791,8 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   if (root.has("normalizer")) td::add_normalizer(root.at("normalizer"), p);
   if (root.has("pre_tokenizer")) td::add_pre_tokenizer(root.at("pre_tokenizer"), p);
   td::Decoder dec;
-  td::add_decoder(root.has("decoder") ? root.at("decoder") : Node{td::json(nullptr), file, "decoder"}, dec);
+  static const td::json kNull;
+  td::add_decoder(root.has("decoder") ? root.at("decoder") : Node{kNull, file, "decoder"}, dec);
 
   // ---- added tokens ----
   std::vector<std::pair<std::string, int>> added_names;

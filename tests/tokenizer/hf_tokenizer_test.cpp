@@ -473,3 +473,54 @@ TEST(HfTokenizer, LongInputsAreNotQuadratic) {
   EXPECT_LT(s_one, 10.0);
   EXPECT_LT(s_big, 16 * 8 * s_small + 0.5);  // 16× the input: far from 256× (quadratic)
 }
+
+// Damaged files: every truncation and many random byte edits of a valid tokenizer.json either load
+// or throw qkv::Error (never another exception or a crash), and what loads encodes without either.
+TEST(HfTokenizer, DamagedFilesFailCleanly) {
+  Dir d("damaged");
+  json tj = sp_tokenizer();
+  tj["pre_tokenizer"] = {{"type", "Sequence"},
+                         {"pretokenizers",
+                          {{{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+| ?[^\\s\\p{L}]+"}}}, {"behavior", "Isolated"}},
+                           {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}}}}};
+  // A compact vocabulary keeps the file small enough to damage it a few thousand times.
+  json small = tj;
+  small["model"]["vocab"] = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"<0x41>", 3}, {"▁", 4}, {"a", 5},
+                             {"b", 6},     {"▁a", 7}, {"ab", 8},   {"h", 9},      {"i", 10}, {"hi", 11}};
+  small["model"]["merges"] = {"▁ a", "a b", {"h", "i"}};
+  const std::string text = small.dump();
+  std::mt19937 rng(11);
+  const std::string f = (d.path / "tokenizer.json").string();
+  int loaded = 0, refused = 0;
+  const auto attempt = [&](const std::string& s) {
+    d.write("tokenizer.json", s);
+    try {
+      const Tokenizer t = Tokenizer::from_hf_json(f);
+      ++loaded;
+      for (const char* x : {"ab hi", "<s>é a", "", "  \n"}) {
+        const Ids ids = t.encode(x);
+        for (int id : ids) ASSERT_TRUE(id >= 0 && id < t.vocab_size());
+        (void)t.decode(ids);
+      }
+    } catch (const qkv::Error& e) {
+      ++refused;
+      ASSERT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
+    }
+  };
+  for (size_t cut = 0; cut < text.size(); cut += 11) attempt(text.substr(0, cut));
+  const std::string alphabet = "{}[]\":, 0123456789-.eE\\nulltruefalseBPEab▁";
+  for (int trial = 0; trial < 800; ++trial) {
+    std::string s = text;
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) {
+      const size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: s.erase(at, 1 + rng() % 8); break;
+        default: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+    }
+    attempt(s);
+  }
+  std::printf("[ info ] damaged tokenizer.json: %d loaded, %d refused with a qkv::Error\n", loaded, refused);
+  EXPECT_GT(refused, 100);
+}
