@@ -33,6 +33,20 @@ class Pattern {
   void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const;
   bool jit() const { return jit_; }
 
+  // One thread's matching state: the next non-empty match at or after off.
+  class Matcher {
+   public:
+    explicit Matcher(const Pattern& p);
+    ~Matcher();
+    Matcher(const Matcher&) = delete;
+    Matcher& operator=(const Matcher&) = delete;
+    bool find(std::string_view text, size_t off, size_t& start, size_t& end);
+
+   private:
+    const Pattern& p_;
+    void* md_ = nullptr;
+  };
+
  private:
   void* code_ = nullptr;
   bool jit_ = false;

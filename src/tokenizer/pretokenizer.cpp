@@ -35,10 +35,6 @@ void append_utf8(std::string& out, char32_t c) {
   }
 }
 
-struct MatchDataFree {
-  void operator()(pcre2_match_data* md) const { pcre2_match_data_free(md); }
-};
-
 }  // namespace
 
 const Pattern& gpt2_regex() {
@@ -114,44 +110,53 @@ Pattern::~Pattern() {
   pcre2_code_free(static_cast<pcre2_code*>(code_));
 }
 
-void Pattern::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
-  auto* code = static_cast<pcre2_code*>(code_);
-  std::unique_ptr<pcre2_match_data, MatchDataFree> md(pcre2_match_data_create_from_pattern(code, nullptr));
-  if (!md) data_error("tokenizer: out of memory for PCRE2 match data");
+Pattern::Matcher::Matcher(const Pattern& p) : p_(p) {
+  md_ = pcre2_match_data_create_from_pattern(static_cast<pcre2_code*>(p.code_), nullptr);
+  if (md_ == nullptr) data_error("tokenizer: out of memory for PCRE2 match data");
+}
+
+Pattern::Matcher::~Matcher() {
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(md_));
+}
+
+bool Pattern::Matcher::find(std::string_view text, size_t off, size_t& start, size_t& end) {
+  auto* code = static_cast<pcre2_code*>(p_.code_);
+  auto* md = static_cast<pcre2_match_data*>(md_);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const size_t n = text.size();
-  size_t off = 0;
   while (off < n) {
-    const int rc = pcre2_match(code, subject, n, off, 0, md.get(), nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
+    const int rc = pcre2_match(code, subject, n, off, 0, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
       data_error("tokenizer: pre-tokenizer regex failed at byte " + std::to_string(off) + ": " +
                  reinterpret_cast<const char*>(msg));
     }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-    const size_t start = ov[0], end = ov[1];
-    if (start < off || end < start || end > n) data_error("tokenizer: regex made a backward match at byte " + std::to_string(off));
-    if (end == start) {  // an empty match: skip one character (Hugging Face drops empty pieces)
-      size_t next = start + 1;
-      while (next < n && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;
-      off = next;
-      continue;
-    }
-    matches.emplace_back(start, end);
-    off = end;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    start = ov[0], end = ov[1];
+    if (start < off || end < start || end > n)
+      data_error("tokenizer: regex made a backward match at byte " + std::to_string(off));
+    if (end > start) return true;
+    // An empty match: go on after one character (Hugging Face drops empty pieces).
+    off = start + 1;
+    while (off < n && (static_cast<unsigned char>(text[off]) & 0xC0) == 0x80) ++off;
   }
+  return false;
+}
+
+void Pattern::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
+  Matcher m(*this);
+  size_t start = 0, end = 0;
+  for (size_t off = 0; m.find(text, off, start, end); off = end) matches.emplace_back(start, end);
 }
 
 void pretokenize(std::string_view text, std::vector<std::string_view>& words) {
   // The pattern matches every character of valid UTF-8, so the gaps between matches are exactly
   // the runs of invalid UTF-8: each becomes a word of its own.
-  std::vector<std::pair<size_t, size_t>> m;
-  m.reserve(text.size() / 4 + 1);
-  gpt2_regex().find_all(text, m);
-  size_t off = 0;
-  for (const auto& [start, end] : m) {
+  Pattern::Matcher m(gpt2_regex());
+  size_t off = 0, start = 0, end = 0;
+  while (m.find(text, off, start, end)) {
     if (start > off) words.push_back(text.substr(off, start - off));
     words.push_back(text.substr(start, end - start));
     off = end;

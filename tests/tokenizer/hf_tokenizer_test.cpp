@@ -274,7 +274,7 @@ TEST(HfTokenizer, NfcNormalizer) {
 TEST(HfTokenizer, InvalidUtf8IsAnErrorNamingTheByte) {
   Dir d("utf8");
   const Tokenizer t = load(d, sp_tokenizer());
-  for (const std::string s : {std::string("ab\xFF"), std::string("ab\xC3"), std::string("\xED\xA0\x80")}) {
+  for (const std::string& s : {std::string("ab\xFF"), std::string("ab\xC3"), std::string("\xED\xA0\x80")}) {
     const std::string e = error_of([&] { t.encode(s); });
     EXPECT_NE(e.find("not valid UTF-8 at byte"), std::string::npos) << e;
   }
