@@ -11,9 +11,11 @@ std::optional<Tokenizer> tokenizer_for_model(const std::string& model_path) {
   std::error_code ec;
   fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
   if (dir.empty()) dir = ".";
+  // from_dir prefers tokenizer.json (+ tokenizer_config.json) over vocab.json + merges.txt.
+  const bool json = fs::exists(dir / "tokenizer.json", ec);
   const bool hf = fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec);
   const bool openai = fs::exists(dir / "encoder.json", ec) && fs::exists(dir / "vocab.bpe", ec);
-  if (!hf && !openai) return std::nullopt;
+  if (!json && !hf && !openai) return std::nullopt;
   return Tokenizer::from_dir(dir.string());
 }
 
