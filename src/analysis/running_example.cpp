@@ -13,8 +13,8 @@ namespace {
 
 constexpr int kN = 5, kD = 4, kDk = 2;
 
-Matrix picker(int which) {  // [d, d]: column 2h + c of the product u·W is column picks(h)[c] of u
-  Matrix W(kD, std::vector<double>(kD, 0.0));
+qkv::Matrix picker(int which) {  // [d, d]: column 2h + c of the product u·W is column picks(h)[c] of u
+  qkv::Matrix W(kD, std::vector<double>(kD, 0.0));
   for (int h = 0; h < 2; h++) {
     const RunningPicks p = running_head_picks(h);
     const int* cols = which == 0 ? p.q : which == 1 ? p.k : p.v;
@@ -25,7 +25,7 @@ Matrix picker(int which) {  // [d, d]: column 2h + c of the product u·W is colu
 
 }  // namespace
 
-Matrix running_example_X() {
+qkv::Matrix running_example_X() {
   return {
       {-0.5, -0.5, 0.0, 1.0},    // the      reconstructed
       {-0.5, -0.5, 1.5, -0.5},   // ␣cat     reconstructed
@@ -73,7 +73,7 @@ RunningExample running_example(const RunningExampleOptions& o) {
   }
 
   // Q, K, V [n, d] = u·W   torch: u @ W_Q
-  auto project = [&](const Matrix& W) {
+  auto project = [&](const qkv::Matrix& W) {
     std::vector<double> w, out(kN * kD);
     for (const auto& row : W) w.insert(w.end(), row.begin(), row.end());
     gemm<double>(false, false, kN, kD, kD, 1.0, u.data(), kD, w.data(), kD, 0.0, out.data(), kD);
@@ -102,7 +102,7 @@ RunningExample running_example(const RunningExampleOptions& o) {
     // O [n, dv] = A·v   torch: A @ v
     gemm<double>(false, false, kN, kDk, kN, 1.0, A.data(), kN, v.data(), kDk, 0.0, O.data(), kDk);
     auto rows = [](const std::vector<double>& flat, int cols) {
-      Matrix m(flat.size() / size_t(cols), std::vector<double>(size_t(cols)));
+      qkv::Matrix m(flat.size() / size_t(cols), std::vector<double>(size_t(cols)));
       for (size_t i = 0; i < flat.size(); i++) m[i / size_t(cols)][i % size_t(cols)] = flat[i];
       return m;
     };

@@ -20,11 +20,11 @@ struct RunningPicks {
 
 struct RunningHead {
   RunningPicks picks{};
-  Matrix Q, K, V;  // [n, 2] each: the picked columns of u
-  Matrix QK;       // [n, n] q·k
-  Matrix S;        // [n, n] q·k/√d_k (= q·k with scale off), before the mask (JSON has no −inf)
-  Matrix A;        // [n, n] softmax rows, of S with j > i masked out when masked
-  Matrix O;        // [n, 2] A·V
+  qkv::Matrix Q, K, V;  // [n, 2] each: the picked columns of u
+  qkv::Matrix QK;       // [n, n] q·k
+  qkv::Matrix S;        // [n, n] q·k/√d_k (= q·k with scale off), before the mask (JSON has no −inf)
+  qkv::Matrix A;        // [n, n] softmax rows, of S with j > i masked out when masked
+  qkv::Matrix O;        // [n, 2] A·V
 };
 
 struct RunningExampleOptions {
@@ -35,10 +35,10 @@ struct RunningExampleOptions {
 struct RunningExample {
   std::vector<std::string> tokens;  // the, ␣cat, ␣climb, ed, ␣the
   std::vector<bool> from_seed;      // per row of X: printed by the seed (true) or reconstructed (false)
-  Matrix X;                         // [n, d]
+  qkv::Matrix X;                         // [n, d]
   std::vector<double> mean, sigma;  // per row: μ and σ of X (LayerNorm without ε, scale or bias, as in the seed)
-  Matrix u;                         // [n, d] (X − μ)/σ
-  Matrix W_Q, W_K, W_V;             // [d, d] 0/1 column pickers; columns [2h, 2h+2) are head h
+  qkv::Matrix u;                         // [n, d] (X − μ)/σ
+  qkv::Matrix W_Q, W_K, W_V;             // [d, d] 0/1 column pickers; columns [2h, 2h+2) are head h
   int n = 5, d = 4, dk = 2;
   bool scale = true, masked = false;
   std::vector<RunningHead> heads;  // 2
@@ -47,7 +47,7 @@ struct RunningExample {
 RunningExample running_example(const RunningExampleOptions& options = {});
 
 // The fixed X (rows 1–4 reconstructed, row 5 the seed's) and the rule that chose rows 1–4.
-Matrix running_example_X();
+qkv::Matrix running_example_X();
 const std::string& running_example_rule();
 // Head 1's picks are the seed's; head 2's are qkv's choice (the seed puts them on the next page without
 // giving them): q = [u₁, u₃], k = [u₃, u₁], v = [u₃, u₄], so each W is a permutation matrix.
