@@ -28,6 +28,10 @@ struct ExampleArgs {
   int row = 0;  // 1-based; 0: every row
   int head = 0;  // 1-based; 0: both (JSON) / head 1 (table)
   bool masked = false, unmasked = false;
+  // matrix
+  std::string text = "The cat sat on the mat because the cat was tired";
+  std::string score = "content";
+  int dk = 2;
   // shapes
   ModelArgs model;
   int64_t n = 5;
@@ -216,6 +220,37 @@ void run_running(const ExampleArgs& a, int p) {
   std::cout << tc.str() << held << " of " << checks.size() << " match\n";
 }
 
+void run_matrix(const ExampleArgs& a, int p) {
+  WholeMatrixInput in;
+  in.tokens = split_words(a.text);
+  in.kind = parse_score_kind(a.score);
+  in.dk = a.dk, in.scale = !a.no_scale, in.masked = a.masked;
+  const WholeMatrixResult r = whole_matrix(in);
+  if (a.json) {
+    print_json({{"tokens", r.tokens}, {"score", score_kind_name(in.kind)}, {"d_k", in.dk}, {"scale", in.scale},
+                {"masked", in.masked}, {"sqrt_dk", r.sqrt_dk}, {"z", r.z}, {"QK", r.qk}, {"S", r.S}, {"A", r.A},
+                {"row_max", r.row_max}, {"binary_rows", r.binary_rows}});
+    return;
+  }
+  const int n = int(r.tokens.size());
+  std::cout << "seed 004 — the whole matrix: " << n << " tokens, score function '" << score_kind_name(in.kind)
+            << "', d_k = " << in.dk << (in.scale ? ", divided by √d_k" : ", NOT divided by √d_k")
+            << (in.masked ? ", causal mask" : "") << "\nthe toy's q·k = √d_k · z (z the score function's unit-scale "
+            << "score); each row of A is where that token looks and sums to 1\n";
+  std::vector<std::string> head = {"A"};
+  for (const auto& t : r.tokens) head.push_back(t);
+  head.push_back("max");
+  report::Table t(head);
+  for (int i = 0; i < n; i++) {
+    std::vector<std::string> row = {r.tokens[size_t(i)]};
+    for (int j = 0; j < n; j++) row.push_back(report::fmt(r.A[size_t(i)][size_t(j)], p));
+    row.push_back(report::fmt(r.row_max[size_t(i)], p));
+    t.add(row);
+  }
+  std::cout << t.str() << r.binary_rows << " of " << n << " rows put more than 0.99 on one token"
+            << (r.binary_rows * 2 >= n ? " — the matrix has gone binary" : "") << "\n";
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out;
   for (int64_t v : s) out += (out.empty() ? "" : " × ") + std::to_string(v);
@@ -313,12 +348,13 @@ void run_shapes(const ExampleArgs& a) {
 void register_example(CLI::App& app) {
   auto* cmd = app.add_subcommand("example",
                                  "The seeds' worked examples: bank (seed 004), robot (seed 001), running (seed 004's "
-                                 "\"the cat climbed the\"), shapes (seed 004's shape table, seed 001's 4d²)");
+                                 "\"the cat climbed the\"), shapes (seed 004's shape table, seed 001's 4d²), matrix "
+                                 "(seed 004's whole n × n matrix under four toy score functions)");
   auto a = std::make_shared<ExampleArgs>();
   auto which = std::make_shared<std::string>();
-  cmd->add_option("name", *which, "bank, robot, running or shapes")
+  cmd->add_option("name", *which, "bank, robot, running, shapes or matrix")
       ->required()
-      ->check(CLI::IsMember({"bank", "robot", "running", "shapes"}));
+      ->check(CLI::IsMember({"bank", "robot", "running", "shapes", "matrix"}));
   cmd->add_option("--query", a->query, "the query as a,b (seed 004 suggests 1,0 and 0,0; bank, robot)");
   cmd->add_option("--value", a->values, "replace a value, e.g. river=0,1 (repeatable; bank only)");
   cmd->add_flag("--no-scale", a->no_scale, "do not divide the scores by √d_k (bank, robot, running)");
@@ -328,15 +364,21 @@ void register_example(CLI::App& app) {
       ->check(CLI::Range(1, 5));
   cmd->add_option("--head", a->head, "running: 1 (the seed's head) or 2 (columns 3-4, picks chosen by qkv)")
       ->check(CLI::Range(1, 2));
-  auto* m = cmd->add_flag("--masked", a->masked, "running: only the causal-mask view (the next page's)");
+  auto* m = cmd->add_flag("--masked", a->masked, "running: only the causal-mask view (the next page's); matrix: apply the mask");
   auto* u = cmd->add_flag("--unmasked", a->unmasked, "running: only the unmasked view (the seed's page)");
   m->excludes(u);
   add_model_option(cmd, a->model);
+  cmd->add_option("--text", a->text, "matrix: the sentence (split into words and punctuation)");
+  cmd->add_option("--score", a->score, "matrix: content, previous, decay or mix")
+      ->check(CLI::IsMember({"content", "previous", "decay", "mix"}));
+  cmd->add_option("--dk", a->dk, "matrix: d_k (1-4096); without ÷√d_k the matrix goes binary as it grows")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--n", a->n, "shapes: the number of tokens n in the table")->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--json", a->json,
                 "JSON. bank/robot: scores, scaled, weights, output (+ A, O with --all-queries). running: X, u, "
                 "mean, sigma, tokens, from_seed, rule, and per head Q, K, V, QK, S (= q·k/√d_k, before the mask), A, "
-                "O; checks (every number the seed states). shapes: toy, model, gpt2_small");
+                "O; checks (every number the seed states). shapes: toy, model, gpt2_small. matrix: tokens, z, QK, S, A, "
+                "row_max, binary_rows");
   cmd->footer(
       "running: seed 004 prints only the last row of X, [-0.5, -0.5, -0.5, 1.5]; rows 1-4 are reconstructed. " +
       analysis::running_example_rule() +
@@ -348,15 +390,17 @@ void register_example(CLI::App& app) {
         {"bank", {"--query", "--value", "--no-scale", "--all-queries", "--decimals", "--json"}},
         {"robot", {"--query", "--no-scale", "--decimals", "--json"}},
         {"running", {"--no-scale", "--row", "--head", "--masked", "--unmasked", "--decimals", "--json"}},
-        {"shapes", {"--model", "--n", "--json"}}};
+        {"shapes", {"--model", "--n", "--json"}},
+        {"matrix", {"--text", "--score", "--dk", "--no-scale", "--masked", "--decimals", "--json"}}};
     for (const char* opt : {"--query", "--value", "--no-scale", "--all-queries", "--decimals", "--row", "--head",
-                            "--masked", "--unmasked", "--model", "--n"}) {
+                            "--masked", "--unmasked", "--model", "--n", "--text", "--score", "--dk"}) {
       const auto& ok = allowed.at(*which);
       if (cmd->count(opt) && std::find(ok.begin(), ok.end(), opt) == ok.end())
         usage_error(std::string(opt) + ": not an option of 'qkv example " + *which + "'");
     }
     if (*which == "running") return run_running(*a, cmd->count("--decimals") ? a->decimals : 3);
     if (*which == "shapes") return run_shapes(*a);
+    if (*which == "matrix") return run_matrix(*a, cmd->count("--decimals") ? a->decimals : 2);
     run_example(*which, *a);
   });
 }
