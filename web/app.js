@@ -409,7 +409,7 @@ function reFigure() {
 
 // ---- panel: the whole matrix under four score functions ---------------------------------------------
 
-const WM = { res: null, geom: null, fig: null };
+const WM = { res: null, geom: null, fig: null, hover: null };
 
 const wmLoad = debounce(async () => {
   const dk = 2 ** Number($('wm-dk').value);
@@ -443,6 +443,7 @@ function wmRender(hl) {
   $('wm-note').textContent = `largest weight per row: mean ${f2(mean)}; ${r.binary_rows} of ${n} rows put more than 0.99 on one token` +
     (r.binary_rows * 2 >= n ? ' — the matrix has gone binary: a hard argmax, where the gradient through the softmax is ≈ 0.' : '.');
   $('wm-note').dataset.binary = String(r.binary_rows);
+  wmReadout();
 }
 
 function wireMatrix() {
@@ -451,14 +452,27 @@ function wireMatrix() {
     if (!WM.res || !WM.geom) return;
     const x = cellAt(c, WM.geom, ev);
     if (!x) return;
-    const [i, j] = x, r = WM.res, v = r.A[i][j];
-    const ro = $('wm-readout');
-    ro.dataset.row = i; ro.dataset.col = j; ro.dataset.value = String(v);
-    ro.replaceChildren(el('span', { text: `row ${i} “${r.tokens[i]}” → “${r.tokens[j]}”: weight ` }), el('b', { id: 'wm-value', text: f6(v) }),
-      el('span', { text: `  (score S = ${f6(r.S[i][j])}, z = ${f6(r.z[i][j])})` }));
+    WM.hover = x;
+    wmReadout();
   });
   for (const id of ['wm-text', 'wm-dk']) $(id).addEventListener('input', wmLoad);
   for (const id of ['wm-score', 'wm-scale', 'wm-masked']) $(id).addEventListener('change', wmLoad);
+}
+
+// The hovered cell's numbers, refreshed when the matrix is recomputed (never a stale value).
+function wmReadout() {
+  const r = WM.res, ro = $('wm-readout');
+  if (!r || !WM.hover || WM.hover[0] >= r.tokens.length || WM.hover[1] >= r.tokens.length) {
+    WM.hover = null; delete ro.dataset.row; delete ro.dataset.col; delete ro.dataset.value;
+    ro.textContent = 'hover a cell';
+    return;
+  }
+  {
+    const [i, j] = WM.hover, v = r.A[i][j];
+    ro.dataset.row = i; ro.dataset.col = j; ro.dataset.value = String(v);
+    ro.replaceChildren(el('span', { text: `row ${i} “${r.tokens[i]}” → “${r.tokens[j]}”: weight ` }), el('b', { id: 'wm-value', text: f6(v) }),
+      el('span', { text: `  (score S = ${f6(r.S[i][j])}, z = ${f6(r.z[i][j])})` }));
+  }
 }
 
 // ---- panel 2: the model's attention ----------------------------------------------------------------
