@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -144,3 +145,102 @@ TEST(Shapes, RejectsImpossibleDims) {
 
 }  // namespace
 }  // namespace qkv::analysis
+
+namespace qkv {
+namespace {
+
+TEST(WholeMatrix, SplitsWordsAndPunctuation) {
+  EXPECT_EQ(split_words("The cat, sat.  It's well-known"),
+            (std::vector<std::string>{"The", "cat", ",", "sat", ".", "It's", "well-known"}));
+  EXPECT_TRUE(split_words(" \t\n").empty());
+}
+
+TEST(WholeMatrix, ScoreFunctionsDoWhatTheySay) {
+  WholeMatrixInput in;
+  in.tokens = split_words("the cat saw the dog and the cat ran");
+  const int n = int(in.tokens.size());
+  in.kind = ScoreKind::Previous;
+  auto r = whole_matrix(in);
+  for (int i = 1; i < n; i++) {
+    const auto& row = r.A[size_t(i)];
+    EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), i - 1) << i;
+  }
+  in.kind = ScoreKind::Content;  // the same word (case-insensitive) scores 3 against itself
+  r = whole_matrix(in);
+  EXPECT_EQ(r.z[0][3], 3.0);
+  EXPECT_EQ(r.z[1][7], 3.0);
+  EXPECT_LT(r.z[1][4], 3.0);
+  in.kind = ScoreKind::Decay;
+  r = whole_matrix(in);
+  EXPECT_EQ(r.z[2][5], -1.5);
+  in.kind = ScoreKind::Mix;
+  r = whole_matrix(in);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      WholeMatrixInput one = in;
+      double sum = 0;
+      for (ScoreKind k : {ScoreKind::Content, ScoreKind::Previous, ScoreKind::Decay}) {
+        one.kind = k;
+        sum += whole_matrix(one).z[size_t(i)][size_t(j)];
+      }
+      EXPECT_NEAR(r.z[size_t(i)][size_t(j)], sum / 3, 1e-15);
+    }
+  for (const auto& row : r.A) {
+    double s = 0;
+    for (double a : row) s += a;
+    EXPECT_NEAR(s, 1.0, 1e-14);
+  }
+}
+
+// The seed: "turn divide by √d_k off and drag d_k up. The matrix goes binary." With it on, d_k changes nothing.
+TEST(WholeMatrix, GoesBinaryWithoutTheDivisionOnly) {
+  WholeMatrixInput in;
+  in.tokens = split_words("The cat sat on the mat because the cat was tired");
+  for (ScoreKind k : {ScoreKind::Content, ScoreKind::Previous, ScoreKind::Decay, ScoreKind::Mix}) {
+    in.kind = k;
+    in.scale = true, in.dk = 2;
+    const auto soft2 = whole_matrix(in);
+    in.dk = 1024;
+    const auto soft1024 = whole_matrix(in);
+    EXPECT_EQ(soft2.A, soft1024.A) << score_kind_name(k);
+    EXPECT_EQ(soft1024.binary_rows, 0) << score_kind_name(k);
+    in.scale = false;
+    const auto hard = whole_matrix(in);
+    // Every row whose top score leads the next by ≥ 0.3 puts > 0.99 on its top-scoring keys (several
+    // where a word repeats: "the", "cat"); near-ties (the mix) and all-equal rows stay split, as they must.
+    int sharp = 0;
+    for (size_t i = 0; i < hard.A.size(); i++) {
+      const double top = *std::max_element(hard.z[i].begin(), hard.z[i].end());
+      double next = -1e300, on_top = 0;
+      for (size_t j = 0; j < hard.A.size(); j++) {
+        if (hard.z[i][j] == top) on_top += hard.A[i][j];
+        else next = std::max(next, hard.z[i][j]);
+      }
+      if (top - next < 0.3) continue;
+      sharp++;
+      EXPECT_GT(on_top, 0.99) << score_kind_name(k) << " row " << i;
+    }
+    EXPECT_GE(sharp, k == ScoreKind::Mix ? 2 : 6) << score_kind_name(k);
+    if (k == ScoreKind::Decay) EXPECT_EQ(hard.binary_rows, 11);
+    if (k == ScoreKind::Previous) EXPECT_EQ(hard.binary_rows, 10);  // row 0 has no previous token: uniform
+    EXPECT_NEAR(hard.qk[3][2], 32.0 * soft2.z[3][2], 1e-12);
+  }
+  in.masked = true;
+  const auto m = whole_matrix(in);
+  EXPECT_EQ(m.A[0][1], 0.0);
+  EXPECT_EQ(m.A[0][0], 1.0);
+}
+
+TEST(WholeMatrix, RefusesBadInput) {
+  WholeMatrixInput in;
+  EXPECT_THROW(whole_matrix(in), Error);  // no tokens
+  in.tokens.assign(65, "a");
+  EXPECT_THROW(whole_matrix(in), Error);
+  in.tokens.assign(3, "a");
+  in.dk = 0;
+  EXPECT_THROW(whole_matrix(in), Error);
+  EXPECT_THROW(parse_score_kind("nope"), Error);
+}
+
+}  // namespace
+}  // namespace qkv

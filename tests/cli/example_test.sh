@@ -58,6 +58,14 @@ import json, sys; j = json.loads(sys.argv[1])
 assert j["gpt2_small"]["tensors"]["weights"] == 4 * 768 ** 2 and j["gpt2_small"]["seed_2_4_million"]
 assert j["model"]["tensors_match_formula"] and j["toy"]["params"]["total"] == 64' "$out"
 then ok "shapes-json"; else bad "shapes-json"; fi
+# seed 004's whole matrix: binary without ÷√d_k at a large d_k, soft with it
+check matrix 0 '^0 of 11 rows put more than 0.99' -- example matrix
+check matrix-binary 0 '^5 of 5 rows put more than 0.99 on one token — the matrix has gone binary$' -- example matrix --text "a b c d e" --score decay --dk 256 --no-scale
+check matrix-prev 0 '^c +0\.05 +0\.91 +0\.05 +0\.91$' -- example matrix --text "a b c" --score previous --masked
+check matrix-bad-score 2 "^qkv: error: --score" -- example matrix --score sideways
+check matrix-bad-dk 2 "^qkv: error: --dk" -- example matrix --dk 0
+check matrix-empty 2 "^qkv: error: whole matrix: the sentence has 0 tokens" -- example matrix --text " "
+check matrix-row 2 "^qkv: error: --row: not an option of 'qkv example matrix'" -- example matrix --row 2
 # Errors go to stderr, nothing to stdout.
 if [ -n "$("$qkv" example bank --query 1 2>/dev/null)" ]; then bad "error wrote to stdout"; fi
 exit $fail
