@@ -1,8 +1,8 @@
 // Seed 004's running example "the cat climbed the", computed with the core ops in double.
 #include "qkv/analysis/running_example.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 
 #include "qkv/error.hpp"
 #include "qkv/gemm.hpp"
@@ -27,11 +27,11 @@ qkv::Matrix picker(int which) {  // [d, d]: column 2h + c of the product u·W is
 
 qkv::Matrix running_example_X() {
   return {
-      {-0.5, -0.5, 0.0, 1.0},    // the      reconstructed
-      {-0.5, -0.5, 1.5, -0.5},   // ␣cat     reconstructed
-      {-0.5, 1.5, 0.0, -1.0},    // ␣climb   reconstructed
-      {-0.5, 0.5, 0.0, 0.0},     // ed       reconstructed
-      {-0.5, -0.5, -0.5, 1.5},   // ␣the     the seed's (σ = 0.866, u = [−0.577, −0.577, −0.577, 1.732])
+      {-0.5, -0.5, 0.0, 1.0},   // the      reconstructed
+      {-0.5, -0.5, 1.5, -0.5},  // ␣cat     reconstructed
+      {-0.5, 1.5, 0.0, -1.0},   // ␣climb   reconstructed
+      {-0.5, 0.5, 0.0, 0.0},    // ed       reconstructed
+      {-0.5, -0.5, -0.5, 1.5},  // ␣the     the seed's (σ = 0.866, u = [−0.577, −0.577, −0.577, 1.732])
   };
 }
 
@@ -41,7 +41,8 @@ const std::string& running_example_rule() {
       "every row of X on the grid {-2, -1.5, ..., 2} with mean 0 (as the seed says every row has), searched "
       "exhaustively; keep the X whose head-1 numbers round to every value the seed states (the last row's "
       "weights [0.011, 0.035, 0.622, 0.319, 0.014] with ÷√2 and [0.002, 0.012, 0.707, 0.275, 0.003] without, "
-      "the at position 1 putting 0.66 on ␣climb unmasked); of the 128 that do, take the smallest Σ|x|, then the "
+      "\"the\" at position 1 putting 0.66 on ␣climb unmasked); of the 128 that do, take the smallest Σ|x|, then "
+      "the "
       "smallest Σx², then the first in row-major order. The search runs offline in "
       "tests/reference/check_experiments.py, which checks that it yields this X.";
   return rule;
@@ -64,7 +65,8 @@ RunningExample running_example(const RunningExampleOptions& o) {
   // u [n, d] = LayerNorm(X) with w = 1, b = 0, ε = 0: the seed divides by σ itself.
   std::vector<double> x, u(kN * kD), mean(kN), rstd(kN), ones(kD, 1.0), zeros(kD, 0.0);
   for (const auto& row : r.X) x.insert(x.end(), row.begin(), row.end());
-  layernorm_forward<double>(u.data(), mean.data(), rstd.data(), x.data(), ones.data(), zeros.data(), kN, kD, 0.0);
+  layernorm_forward<double>(u.data(), mean.data(), rstd.data(), x.data(), ones.data(), zeros.data(), kN, kD,
+                            0.0);
   r.u.assign(kN, std::vector<double>(kD));
   for (int i = 0; i < kN; i++) {
     r.mean.push_back(mean[size_t(i)]);
@@ -137,8 +139,8 @@ std::vector<RunningCheck> running_example_checks() {
   add("q_last[1]", "head 1: q of ␣the = [u₄, u₂] = [1.732, −0.577]", -0.577, 3, h.Q[4][1]);
   const double w[5] = {0.011, 0.035, 0.622, 0.319, 0.014}, w0[5] = {0.002, 0.012, 0.707, 0.275, 0.003};
   for (int j = 0; j < 5; j++)
-    add("A_last_scaled[" + std::to_string(j) + "]", "last row's weights ÷√2: [0.011, 0.035, 0.622, 0.319, 0.014]",
-        w[j], 3, h.A[4][size_t(j)]);
+    add("A_last_scaled[" + std::to_string(j) + "]",
+        "last row's weights ÷√2: [0.011, 0.035, 0.622, 0.319, 0.014]", w[j], 3, h.A[4][size_t(j)]);
   for (int j = 0; j < 5; j++)
     add("A_last_unscaled[" + std::to_string(j) + "]",
         "last row's weights without ÷√d_k: [0.002, 0.012, 0.707, 0.275, 0.003]", w0[j], 3,
@@ -147,7 +149,8 @@ std::vector<RunningCheck> running_example_checks() {
       100 * (h.A[4][2] + h.A[4][3]));
   add("the_on_climb", "unmasked, the (position 1) puts 0.66 on ␣climb", 0.66, 2, h.A[0][2]);
   double diff = 0;
-  for (int j = 0; j < 5; j++) diff = std::max(diff, std::fabs(masked.heads[0].A[4][size_t(j)] - h.A[4][size_t(j)]));
+  for (int j = 0; j < 5; j++)
+    diff = std::max(diff, std::fabs(masked.heads[0].A[4][size_t(j)] - h.A[4][size_t(j)]));
   add("last_row_masked_unchanged", "the last row survives the mask unchanged (largest |Δ|)", 0, 12, diff);
   return c;
 }

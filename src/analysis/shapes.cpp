@@ -9,7 +9,8 @@ ShapesResult attention_shapes(const AttentionDims& g) {
   auto positive = [](int64_t v, const char* name) {
     if (v < 1) usage_error(std::string("shapes: ") + name + " must be >= 1, found " + std::to_string(v));
   };
-  positive(g.n, "n"), positive(g.d, "d"), positive(g.H, "H"), positive(g.n_kv, "n_kv"), positive(g.dh, "d_head");
+  positive(g.n, "n"), positive(g.d, "d"), positive(g.H, "H"), positive(g.n_kv, "n_kv"),
+      positive(g.dh, "d_head");
   if (g.n_kv > g.H || g.H % g.n_kv != 0)
     usage_error("shapes: n_kv = " + std::to_string(g.n_kv) + " must divide H = " + std::to_string(g.H));
   ShapesResult r;
@@ -52,14 +53,19 @@ TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int laye
     std::string shape;
     for (int64_t v : s.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(v);
     t.names.push_back(s.name + " [" + shape + "]");
-    if (ends_with(s.name, ".weight")) t.weights += s.numel;
-    else if (ends_with(s.name, ".bias")) t.biases += s.numel;
-    else data_error("attention tensor " + s.name + " is neither a weight nor a bias");
+    if (ends_with(s.name, ".weight"))
+      t.weights += s.numel;
+    else if (ends_with(s.name, ".bias"))
+      t.biases += s.numel;
+    else
+      data_error("attention tensor " + s.name + " is neither a weight nor a bias");
   }
   if (t.names.empty()) usage_error("shapes: the model has no tensors under " + prefix);
   return t;
 }
 
-AttentionDims running_example_dims() { return {5, 4, 2, 2, 2, false}; }
+AttentionDims running_example_dims() {
+  return {5, 4, 2, 2, 2, false};
+}
 
 }  // namespace qkv::analysis

@@ -19,7 +19,8 @@ namespace {
 TEST(RunningExample, EveryNumberTheSeedStatesMatchesItsRounding) {
   const auto checks = running_example_checks();
   EXPECT_EQ(checks.size(), 21u);
-  for (const auto& c : checks) EXPECT_TRUE(c.ok()) << c.id << ": " << c.computed << " vs the seed's " << c.seed;
+  for (const auto& c : checks)
+    EXPECT_TRUE(c.ok()) << c.id << ": " << c.computed << " vs the seed's " << c.seed;
   // The rounding test can fail: a number off by one unit in the last printed digit does not pass.
   RunningCheck off{"x", "", 0.622, 3, 0.6231};
   EXPECT_FALSE(off.ok());
@@ -60,7 +61,8 @@ TEST(RunningExample, MatchesPlainLoops) {
         for (int i = 0; i < 5; i++) {
           double s[5], mx = -INFINITY, z = 0;
           for (int j = 0; j < 5; j++) {
-            s[j] = (u[i][p.q[0]] * u[j][p.k[0]] + u[i][p.q[1]] * u[j][p.k[1]]) / (scale ? std::sqrt(2.0) : 1.0);
+            s[j] =
+                (u[i][p.q[0]] * u[j][p.k[0]] + u[i][p.q[1]] * u[j][p.k[1]]) / (scale ? std::sqrt(2.0) : 1.0);
             if (masked && j > i) s[j] = -INFINITY;
             mx = std::max(mx, s[j]);
           }
@@ -88,12 +90,16 @@ TEST(RunningExample, MatchesNumpy) {
       for (const char* key : {"Q", "K", "V", "S", "A", "O"}) {
         const qkv::Matrix want = v["heads"][h][key].get<qkv::Matrix>();
         const auto& hd = r.heads[h];
-        const qkv::Matrix& got = std::string(key) == "Q" ? hd.Q : std::string(key) == "K" ? hd.K
-                          : std::string(key) == "V" ? hd.V : std::string(key) == "S" ? hd.S
-                          : std::string(key) == "A" ? hd.A : hd.O;
+        const qkv::Matrix& got = std::string(key) == "Q"   ? hd.Q
+                                 : std::string(key) == "K" ? hd.K
+                                 : std::string(key) == "V" ? hd.V
+                                 : std::string(key) == "S" ? hd.S
+                                 : std::string(key) == "A" ? hd.A
+                                                           : hd.O;
         ASSERT_EQ(got.size(), want.size()) << key;
         for (size_t i = 0; i < got.size(); i++)
-          for (size_t j = 0; j < got[i].size(); j++) EXPECT_NEAR(got[i][j], want[i][j], 1e-13) << key << i << j;
+          for (size_t j = 0; j < got[i].size(); j++)
+            EXPECT_NEAR(got[i][j], want[i][j], 1e-13) << key << i << j;
       }
   }
 }
@@ -192,7 +198,8 @@ TEST(WholeMatrix, ScoreFunctionsDoWhatTheySay) {
   }
 }
 
-// The seed: "turn divide by √d_k off and drag d_k up. The matrix goes binary." With it on, d_k changes nothing.
+// The seed: "turn divide by √d_k off and drag d_k up. The matrix goes binary." With it on, d_k changes
+// nothing.
 TEST(WholeMatrix, GoesBinaryWithoutTheDivisionOnly) {
   WholeMatrixInput in;
   in.tokens = split_words("The cat sat on the mat because the cat was tired");
@@ -213,16 +220,22 @@ TEST(WholeMatrix, GoesBinaryWithoutTheDivisionOnly) {
       const double top = *std::max_element(hard.z[i].begin(), hard.z[i].end());
       double next = -1e300, on_top = 0;
       for (size_t j = 0; j < hard.A.size(); j++) {
-        if (hard.z[i][j] == top) on_top += hard.A[i][j];
-        else next = std::max(next, hard.z[i][j]);
+        if (hard.z[i][j] == top)
+          on_top += hard.A[i][j];
+        else
+          next = std::max(next, hard.z[i][j]);
       }
       if (top - next < 0.3) continue;
       sharp++;
       EXPECT_GT(on_top, 0.99) << score_kind_name(k) << " row " << i;
     }
     EXPECT_GE(sharp, k == ScoreKind::Mix ? 2 : 6) << score_kind_name(k);
-    if (k == ScoreKind::Decay) EXPECT_EQ(hard.binary_rows, 11);
-    if (k == ScoreKind::Previous) EXPECT_EQ(hard.binary_rows, 10);  // row 0 has no previous token: uniform
+    if (k == ScoreKind::Decay) {
+      EXPECT_EQ(hard.binary_rows, 11);
+    }
+    if (k == ScoreKind::Previous) {
+      EXPECT_EQ(hard.binary_rows, 10);  // row 0 has no previous token: uniform
+    }
     EXPECT_NEAR(hard.qk[3][2], 32.0 * soft2.z[3][2], 1e-12);
   }
   in.masked = true;

@@ -30,7 +30,7 @@ check running-all-match 0 '^21 of 21 match$' -- example running
 check running-row 0 '^␣climb +\[1\.604, -1\.069\] .* 0\.622$' -- example running --row 5 --masked
 check running-masked 0 '^ed +.* masked +0\.000$' -- example running --row 1 --masked
 check running-head2 0 'head 2 \(columns 3-4' -- example running --head 2
-check running-help 0 'rows 1-4 are reconstructed' -- example --help
+check running-help 0 'Rows 1-4 are reconstructed: the seed prints only the last row of X. Rule: every row' -- example --help
 check running-bad-row 2 '^qkv: error: --row' -- example running --row 6
 check running-both-masks 2 '^qkv: error: .*excludes' -- example running --masked --unmasked
 check running-query 2 "^qkv: error: --query: not an option of 'qkv example running'" -- example running --query 1,2

@@ -380,8 +380,7 @@ void register_example(CLI::App& app) {
                 "O; checks (every number the seed states). shapes: toy, model, gpt2_small. matrix: tokens, z, QK, S, A, "
                 "row_max, binary_rows");
   cmd->footer(
-      "running: seed 004 prints only the last row of X, [-0.5, -0.5, -0.5, 1.5]; rows 1-4 are reconstructed. " +
-      analysis::running_example_rule() +
+      "running: X's last row [-0.5, -0.5, -0.5, 1.5] is seed 004's. " + analysis::running_example_rule() +
       " Head 2 (columns 3-4) is on the seed's next page, which does not give its picks: qkv uses q = [u1, u3], "
       "k = [u3, u1], v = [u3, u4], so W_Q, W_K and W_V are permutation matrices.");
   cmd->callback([a, which, cmd] {

@@ -35,10 +35,11 @@ struct RunningExampleOptions {
 struct RunningExample {
   std::vector<std::string> tokens;  // the, ␣cat, ␣climb, ed, ␣the
   std::vector<bool> from_seed;      // per row of X: printed by the seed (true) or reconstructed (false)
-  qkv::Matrix X;                         // [n, d]
-  std::vector<double> mean, sigma;  // per row: μ and σ of X (LayerNorm without ε, scale or bias, as in the seed)
-  qkv::Matrix u;                         // [n, d] (X − μ)/σ
-  qkv::Matrix W_Q, W_K, W_V;             // [d, d] 0/1 column pickers; columns [2h, 2h+2) are head h
+  qkv::Matrix X;                    // [n, d]
+  std::vector<double> mean,
+      sigma;                  // per row: μ and σ of X (LayerNorm without ε, scale or bias, as in the seed)
+  qkv::Matrix u;              // [n, d] (X − μ)/σ
+  qkv::Matrix W_Q, W_K, W_V;  // [d, d] 0/1 column pickers; columns [2h, 2h+2) are head h
   int n = 5, d = 4, dk = 2;
   bool scale = true, masked = false;
   std::vector<RunningHead> heads;  // 2
@@ -55,12 +56,12 @@ RunningPicks running_head_picks(int head);
 
 // One number the seed states about the running example, and what qkv computes for it.
 struct RunningCheck {
-  std::string id;     // e.g. "last_row_A_scaled[2]"
-  std::string what;   // the seed's words, shortened
-  double seed = 0;    // as printed
-  int decimals = 3;   // the seed's rounding
+  std::string id;    // e.g. "last_row_A_scaled[2]"
+  std::string what;  // the seed's words, shortened
+  double seed = 0;   // as printed
+  int decimals = 3;  // the seed's rounding
   double computed = 0;
-  bool ok() const;    // computed rounds to the seed's value: |computed − seed| ≤ ½·10^−decimals
+  bool ok() const;  // computed rounds to the seed's value: |computed − seed| ≤ ½·10^−decimals
 };
 std::vector<RunningCheck> running_example_checks();
 

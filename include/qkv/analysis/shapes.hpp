@@ -21,10 +21,10 @@ struct AttentionDims {
 };
 
 struct ShapeRow {
-  std::string name;                 // X, W_Q, …, W_O
-  std::vector<int64_t> head;        // one head's shape (X: the whole X, which every head reads)
-  std::vector<int64_t> all;         // every head together, as the layer stores or computes it
-  std::string formula;              // the all-heads shape in symbols, e.g. "d × (n_kv·d_k)"
+  std::string name;           // X, W_Q, …, W_O
+  std::vector<int64_t> head;  // one head's shape (X: the whole X, which every head reads)
+  std::vector<int64_t> all;   // every head together, as the layer stores or computes it
+  std::string formula;        // the all-heads shape in symbols, e.g. "d × (n_kv·d_k)"
 };
 
 struct ParamCount {
@@ -52,7 +52,8 @@ AttentionDims attention_dims(const GPT2Config& config, int64_t n);
 // (names ending ".weight") and biases (".bias"), read from the table's shapes, not from the config.
 struct TensorCount {
   int64_t weights = 0, biases = 0;
-  std::vector<std::string> names;  // the tensors counted, with their shapes, e.g. "h.0.attn.c_attn.weight [768, 2304]"
+  std::vector<std::string>
+      names;  // the tensors counted, with their shapes, e.g. "h.0.attn.c_attn.weight [768, 2304]"
 };
 TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer);
 
