@@ -377,7 +377,7 @@ void register_example(CLI::App& app) {
   cmd->add_flag("--json", a->json,
                 "JSON. bank/robot: scores, scaled, weights, output (+ A, O with --all-queries). running: X, u, "
                 "mean, sigma, tokens, from_seed, rule, and per head Q, K, V, QK, S (= q·k/√d_k, before the mask), A, "
-                "O; checks (every number the seed states). shapes: toy, model, gpt2_small. matrix: tokens, z, QK, S, A, "
+                "O (every row; --row only narrows the table); checks (every number the seed states). shapes: toy, model, gpt2_small. matrix: tokens, z, QK, S, A, "
                 "row_max, binary_rows");
   cmd->footer(
       "running: X's last row [-0.5, -0.5, -0.5, 1.5] is seed 004's. " + analysis::running_example_rule() +
