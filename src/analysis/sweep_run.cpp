@@ -159,12 +159,11 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
 
   // 2. Rank 0 makes the directory and, for text, the token cache (reused on --resume).
   agree(comm, [&] {
-    if (comm.rank != 0) return;
+    if (comm.rank != 0 || o.corpus.empty()) return;
     std::error_code ec;
-    fs::create_directories(out / "chunks", ec);
+    fs::create_directories(out, ec);
     if (ec) data_error(o.out + ": cannot create the output directory (" + ec.message() + ")");
-    if (!o.corpus.empty() && !(o.resume && fs::exists(out / "corpus.tokens")))
-      tokenize_files(o.corpus, *tok, cache_dtype, token_files[0]);
+    if (!(o.resume && fs::exists(out / "corpus.tokens"))) tokenize_files(o.corpus, *tok, cache_dtype, token_files[0]);
   });
 
   Corpus corpus;
@@ -203,12 +202,20 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
       } catch (const std::exception& e) {
         data_error(path + ": not valid JSON (" + e.what() + ")");
       }
+      // The arguments first (what the user changed), then what follows from them.
+      std::vector<std::string> keys{"model_hash", "corpus",        "tokens_files", "token_dtype", "window",
+                                    "stride",     "max_offset",    "chunk_windows", "save",       "save_dtype"};
       for (const auto& [k, v] : pj.items())
-        if (!old.contains(k) || old[k] != v)
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      for (const auto& k : keys)
+        if (const json& v = pj[k]; !old.contains(k) || old[k] != v)
           usage_error("--resume: " + k + " differs from the sweep in " + o.out + " (was " +
                       (old.contains(k) ? old[k].dump() : "absent") + ", now " + v.dump() + ")");
     }
     if (comm.rank != 0) return;
+    std::error_code ec;
+    fs::create_directories(out / "chunks", ec);
+    if (ec) data_error(o.out + ": cannot create the output directory (" + ec.message() + ")");
     if (!o.resume) io::write_file_atomic(path, pj.dump(2) + "\n");
     for (const auto& h : p.save) fs::create_directories(out / "shards" / h);
     // Temporary files of a killed run (io::write_file_atomic's ".<name>.tmp.<pid>.<n>") are garbage now.
