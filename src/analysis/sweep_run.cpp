@@ -1,5 +1,8 @@
 // Sweeps, part 2: the plan every process agrees on, the chunks each one works through, the shards and
 // chunk records it writes (each atomically, the record last), resumption, and the final reduction.
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
+#include "qkv/inference.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -248,41 +252,74 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
   int status = 0;
   std::string what;
   try {
-    WindowRunner runner(model, hooks);
-    std::vector<int> ids(static_cast<size_t>(p.window));
-    std::vector<double> rec, sum;
+    // Threads: a small model runs one window per thread (BLIS single-threaded inside, as the trainer
+    // does: a 2-layer d = 128 forward is too small to share); a large one runs its windows one after
+    // another with BLIS using every thread. Either way each window's record is computed alone and the
+    // records are summed in window order, so the thread count changes no bit.
+    const bool per_window = forward_flops(cfg, p.window) < 1e9;
+    const int nt = per_window ? std::max(1, omp_get_max_threads()) : 1;
+    std::vector<std::unique_ptr<WindowRunner>> runners;
+    for (int t = 0; t < nt; t++) runners.push_back(std::make_unique<WindowRunner>(model, hooks));
+    std::vector<std::vector<int>> ids(static_cast<size_t>(nt), std::vector<int>(static_cast<size_t>(p.window)));
+    std::vector<std::vector<double>> recs;
+    std::vector<double> sum;
     std::map<std::string, std::vector<float>> buf32;
     std::map<std::string, std::vector<uint16_t>> buf16;
+    for (const auto& h : p.save) {
+      int64_t n = 1;
+      for (auto x : p.save_shapes[h]) n *= x;
+      if (o.save_bf16)
+        buf16[h].resize(size_t(p.chunk_windows) * size_t(n));
+      else
+        buf32[h].resize(size_t(p.chunk_windows) * size_t(n));
+    }
     for (int64_t c : mine) {
       const int64_t w0 = c * p.chunk_windows, w1 = std::min(p.n_windows, w0 + p.chunk_windows);
-      sum.assign(lay.size(), 0.0);
+      recs.resize(size_t(w1 - w0));
+      int err = 0;
+      std::string err_what;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
       for (int64_t w = w0; w < w1; w++) {
-        if (stop && *stop) {
-          res.stopped = true;
-          break;
-        }
-        corpus.read(w * p.stride, p.window, cfg.vocab_size, ids.data());
-        runner.run(ids);
-        window_record(runner, ids, lay, rec);
-        for (size_t i = 0; i < sum.size(); i++) sum[i] += rec[i];  // window order within the chunk
-        for (const auto& h : p.save) {
-          const Tensor& t = runner.hook(h);
-          const size_t n = size_t(t.numel()), slot = size_t(w - w0);
-          if (o.save_bf16) {
-            auto& b = buf16[h];
-            b.resize(size_t(w1 - w0) * n);
-            for (size_t i = 0; i < n; i++) b[slot * n + i] = io::float_to_bf16(t.data()[i]);
-          } else {
-            auto& b = buf32[h];
-            b.resize(size_t(w1 - w0) * n);
-            std::copy(t.data(), t.data() + n, b.begin() + std::ptrdiff_t(slot * n));
+        if (err || (stop && *stop)) continue;
+        const int tid = nt > 1 ? omp_get_thread_num() : 0;
+        try {
+          WindowRunner& runner = *runners[size_t(tid)];
+          std::vector<int>& wid = ids[size_t(tid)];
+          corpus.read(w * p.stride, p.window, cfg.vocab_size, wid.data());
+          runner.run(wid);
+          window_record(runner, wid, lay, recs[size_t(w - w0)]);
+          for (const auto& h : p.save) {
+            const Tensor& t = runner.hook(h);
+            const size_t n = size_t(t.numel()), slot = size_t(w - w0);
+            if (o.save_bf16) {
+              uint16_t* b = buf16.at(h).data() + slot * n;
+              for (size_t i = 0; i < n; i++) b[i] = io::float_to_bf16(t.data()[i]);
+            } else {
+              std::copy(t.data(), t.data() + n, buf32.at(h).data() + slot * n);
+            }
+          }
+        } catch (const std::exception& e) {
+#pragma omp critical(qkv_sweep_error)
+          if (!err) {
+            const auto* qe = dynamic_cast<const Error*>(&e);
+            err = qe ? qe->exit_code() : 1, err_what = e.what();
           }
         }
-        pr.windows_done++, pr.tokens_done += p.window;
-        pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (progress) progress(pr);
+#pragma omp critical(qkv_sweep_progress)
+        {
+          pr.windows_done++, pr.tokens_done += p.window;
+          pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (progress && (tid == 0 || pr.windows_done == pr.windows_total)) progress(pr);
+        }
       }
-      if (res.stopped) break;
+      if (err) throw Error(ErrorKind(err), err_what);
+      if (stop && *stop) {
+        res.stopped = true;
+        break;
+      }
+      sum.assign(lay.size(), 0.0);
+      for (const auto& rec : recs)
+        for (size_t i = 0; i < sum.size(); i++) sum[i] += rec[i];  // window order within the chunk
       // Shards, then the stats, then the record that says the chunk is done.
       json shards = json::object();
       for (const auto& h : p.save) {
@@ -290,9 +327,9 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
         for (auto x : p.save_shapes[h]) shape.push_back(x);
         const std::string rel = "shards/" + h + "/" + chunk_name(c) + ".npy";
         if (o.save_bf16)
-          write_npy_raw((out / rel).string(), "<u2", shape, buf16[h].data(), buf16[h].size() * 2);
+          write_npy_raw((out / rel).string(), "<u2", shape, buf16[h].data(), buf16[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 2);
         else
-          write_npy_raw((out / rel).string(), "<f4", shape, buf32[h].data(), buf32[h].size() * 4);
+          write_npy_raw((out / rel).string(), "<f4", shape, buf32[h].data(), buf32[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 4);
         shards[h] = {{"file", rel}, {"shape", shape}, {"dtype", p.save_dtype}};
       }
       const std::string stats_rel = "chunks/" + chunk_name(c) + ".stats.npy";

@@ -59,7 +59,7 @@ if command -v mpirun >/dev/null 2>&1; then
     # SIGKILL of one rank mid-way, then --resume (as one process): the same files again.
     mpirun -np 2 "$qkv" sweep "${args[@]}" --out "$tmp/k" >/dev/null 2>&1 &
     mpi_pid=$!
-    for _ in $(seq 400); do [ -e "$tmp/k/chunks/c000003.json" ] && break; sleep 0.02; done
+    for _ in $(seq 800); do [ -e "$tmp/k/chunks/c000003.json" ] && break; sleep 0.01; done
     rank_pid=$(pgrep -P $mpi_pid | head -1)
     [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
     wait $mpi_pid
@@ -78,7 +78,7 @@ fi
 # SIGTERM mid-way: only whole chunks are left, exit 143; --resume finishes to the same files.
 "$qkv" sweep "${args[@]}" --out "$tmp/t" >/dev/null 2>"$tmp/t.err" &
 pid=$!
-for _ in $(seq 400); do [ -e "$tmp/t/chunks/c000002.json" ] && break; sleep 0.02; done
+for _ in $(seq 800); do [ -e "$tmp/t/chunks/c000002.json" ] && break; sleep 0.01; done
 kill -TERM $pid
 wait $pid
 rc=$?
