@@ -63,10 +63,10 @@ void show_progress(const sw::Progress& p, int ranks) {
   const double left = frac > 0 ? p.seconds / frac - p.seconds : 0;
   const int width = 24, filled = int(frac * width);
   char line[320];
-  std::snprintf(line, sizeof line, "sweep windows %lld/%lld [%s%s] %.1fk tok/s%s  %s elapsed, %s left",
+  std::snprintf(line, sizeof line, "sweep windows %lld/%lld [%s%s] %.0f tok/s%s  %s elapsed, %s left",
                 static_cast<long long>(p.windows_done), static_cast<long long>(p.windows_total),
                 std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
-                p.seconds > 0 ? double(p.tokens_done) / p.seconds / 1000 : 0.0,
+                p.seconds > 0 ? double(p.tokens_done) / p.seconds : 0.0,
                 ranks > 1 ? (" (rank 0 of " + std::to_string(ranks) + ")").c_str() : "", hms(p.seconds).c_str(),
                 hms(left).c_str());
   if (tty) {
@@ -176,10 +176,22 @@ void run(const Args& a) {
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &comm.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &comm.size);
-    comm.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
-    comm.max = [](int v) {
+    // Non-blocking collectives waited on with short sleeps: a rank that finished its chunks early
+    // must not busy-poll (Open MPI's blocking calls do) on a core a slower rank still needs.
+    auto wait = [](MPI_Request& req) {
+      int done = 0;
+      while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done) usleep(2000);
+    };
+    comm.barrier = [wait] {
+      MPI_Request req;
+      MPI_Ibarrier(MPI_COMM_WORLD, &req);
+      wait(req);
+    };
+    comm.max = [wait](int v) {
       int r = 0;
-      MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Request req;
+      MPI_Iallreduce(&v, &r, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+      wait(req);
       return r;
     };
   }
