@@ -1,12 +1,13 @@
 // Sweeps, part 1: the corpus as one stream of token ids, the model adapter (WindowRunner) and one
 // window's statistics record. The driver (plan, chunks, resume) is in sweep_run.cpp.
+#include "qkv/analysis/sweep.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
 
-#include "qkv/analysis/sweep.hpp"
 #include "qkv/error.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/io/atomic_file.hpp"
@@ -14,7 +15,9 @@
 
 namespace qkv::analysis::sweep {
 
-const char* dtype_name(TokenDtype t) { return t == TokenDtype::U16 ? "uint16" : "uint32"; }
+const char* dtype_name(TokenDtype t) {
+  return t == TokenDtype::U16 ? "uint16" : "uint32";
+}
 
 // ---- corpus ----------------------------------------------------------------------------------------
 
@@ -84,7 +87,9 @@ void Corpus::read(int64_t start, int n, int vocab, int* out) const {
 }
 
 namespace {
-bool ascii_graphic(unsigned char c) { return c >= 0x21 && c <= 0x7e; }
+bool ascii_graphic(unsigned char c) {
+  return c >= 0x21 && c <= 0x7e;
+}
 }  // namespace
 
 int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& tok, TokenDtype dtype,
@@ -110,7 +115,8 @@ int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& t
             end = cut;
           } else {  // no boundary in this block: extend to the next one
             cut = end;
-            while (cut < n && !(p[cut - 1] == '\n' && ascii_graphic(p[cut - 2]) && ascii_graphic(p[cut]))) cut++;
+            while (cut < n && !(p[cut - 1] == '\n' && ascii_graphic(p[cut - 2]) && ascii_graphic(p[cut])))
+              cut++;
             end = cut;
           }
         }
@@ -191,9 +197,11 @@ WindowRunner::WindowRunner(const GPT2& model, const std::set<std::string>& hooks
   impl_->trace.want_logits = hooks.count("logits") > 0;
   for (const auto& h : hooks)
     if (h.rfind("blocks.", 0) == 0) impl_->trace.layers.insert(std::stoi(h.substr(7)));
-  if (impl_->tracing && impl_->trace.layers.empty()) impl_->trace.layers.insert(-1);  // no block, only ln_final/logits
+  if (impl_->tracing && impl_->trace.layers.empty())
+    impl_->trace.layers.insert(-1);  // no block, only ln_final/logits
 
-  const int L = model.config.n_layer, H = model.config.n_head, d = model.config.n_embd, dh = model.config.head_dim();
+  const int L = model.config.n_layer, H = model.config.n_head, d = model.config.n_embd,
+            dh = model.config.head_dim();
   const std::vector<double> E = unembed_gram(model);
   impl_->M.resize(size_t(L) * H);
   std::vector<double> Wo(size_t(dh) * d), B(size_t(dh) * d);
@@ -211,14 +219,20 @@ WindowRunner::WindowRunner(const GPT2& model, const std::set<std::string>& hooks
 }
 
 WindowRunner::~WindowRunner() = default;
-int WindowRunner::n_layer() const { return impl_->model.config.n_layer; }
-int WindowRunner::n_head() const { return impl_->model.config.n_head; }
+int WindowRunner::n_layer() const {
+  return impl_->model.config.n_layer;
+}
+int WindowRunner::n_head() const {
+  return impl_->model.config.n_head;
+}
 
 void WindowRunner::run(const std::vector<int>& ids) {
   forward(impl_->model, ids, impl_->acts, impl_->tracing ? &impl_->trace : nullptr);
 }
 
-const float* WindowRunner::pattern(int l) const { return impl_->acts.attn[size_t(l)].A.data(); }
+const float* WindowRunner::pattern(int l) const {
+  return impl_->acts.attn[size_t(l)].A.data();
+}
 
 void WindowRunner::dla_norms(int l, int h, double* dla) const {
   const int T = impl_->acts.T, dh = impl_->model.config.head_dim(), H = impl_->model.config.n_head;
@@ -277,7 +291,8 @@ std::string model_hash(const GPT2& m) {
 
 // ---- one window's record ---------------------------------------------------------------------------
 
-void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& lay, std::vector<double>& out) {
+void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& lay,
+                   std::vector<double>& out) {
   const int T = int(ids.size()), K = lay.K, L = lay.L, H = lay.H;
   out.assign(lay.size(), 0.0);
   out[0] = 1, out[1] = T, out[2] = T - 1;
@@ -321,7 +336,9 @@ void window_record(const WindowRunner& r, const std::vector<int>& ids, const Lay
 }
 
 Stats finalize(const Layout& lay, const std::vector<double>& t) {
-  if (t.size() != lay.size()) data_error("sweep statistics: record of " + std::to_string(t.size()) + " values, expected " + std::to_string(lay.size()));
+  if (t.size() != lay.size())
+    data_error("sweep statistics: record of " + std::to_string(t.size()) + " values, expected " +
+               std::to_string(lay.size()));
   Stats s;
   s.windows = int64_t(t[0]);
   s.rows = int64_t(t[1]);

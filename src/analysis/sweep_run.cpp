@@ -12,11 +12,11 @@
 
 #include "qkv/analysis/sweep.hpp"
 #include "qkv/error.hpp"
+#include "qkv/inference.hpp"
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
-#include "qkv/inference.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -31,8 +31,8 @@ std::string chunk_name(int64_t c) {
 }
 
 // A .npy (format 1.0, C order) with any element type, header padded to 64 bytes like io::write_npy.
-void write_npy_raw(const std::string& path, const char* descr, const std::vector<int64_t>& shape, const void* data,
-                   size_t bytes) {
+void write_npy_raw(const std::string& path, const char* descr, const std::vector<int64_t>& shape,
+                   const void* data, size_t bytes) {
   std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); i++) dict += (i ? ", " : "") + std::to_string(shape[i]);
   dict += shape.size() == 1 ? ",), }" : "), }";
@@ -90,7 +90,9 @@ void agree(const Comm& comm, F&& fn) {
   if (any) throw Error(ErrorKind(any), "another rank failed (its message is above)");
 }
 
-int64_t clamp_chunk(int64_t c, int64_t n_windows) { return std::max<int64_t>(1, std::min<int64_t>(c, n_windows)); }
+int64_t clamp_chunk(int64_t c, int64_t n_windows) {
+  return std::max<int64_t>(1, std::min<int64_t>(c, n_windows));
+}
 
 }  // namespace
 
@@ -100,7 +102,8 @@ std::vector<double> reduce_chunks(const std::string& out, const Plan& plan, cons
     const std::string path = (fs::path(out) / "chunks" / (chunk_name(c) + ".stats.npy")).string();
     const io::NpyArray a = io::read_npy(path);
     if (a.data.size() != layout.size())
-      data_error(path + ": " + std::to_string(a.data.size()) + " values, expected " + std::to_string(layout.size()));
+      data_error(path + ": " + std::to_string(a.data.size()) + " values, expected " +
+                 std::to_string(layout.size()));
     for (size_t i = 0; i < total.size(); i++) total[i] += a.data[i];
   }
   return total;
@@ -117,9 +120,11 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
 
   // 1. Everything that can be wrong with the arguments, on every rank, before any file is written.
   agree(comm, [&] {
-    if (o.corpus.empty() == o.tokens_files.empty()) usage_error("give either --corpus FILE… or --tokens-file FILE…");
+    if (o.corpus.empty() == o.tokens_files.empty())
+      usage_error("give either --corpus FILE… or --tokens-file FILE…");
     if (!o.corpus.empty() && !tok)
-      usage_error(model_path + " has no tokenizer beside it (vocab.json + merges.txt); give --tokens-file instead");
+      usage_error(model_path +
+                  " has no tokenizer beside it (vocab.json + merges.txt); give --tokens-file instead");
     for (const auto& f : o.corpus.empty() ? o.tokens_files : o.corpus) io::MappedFile::open(f);  // readable?
     p.window = o.window ? o.window : cfg.n_positions;
     if (p.window < 1) usage_error("--window must be >= 1");
@@ -138,12 +143,14 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
         for (const auto& [k, v] : shapes) names += (names.empty() ? "" : ", ") + k;
         usage_error("--save " + h + ": no such hook; this model records " + names);
       }
-      if (std::find(p.save.begin(), p.save.end(), h) == p.save.end()) p.save.push_back(h), p.save_shapes[h] = shapes[h];
+      if (std::find(p.save.begin(), p.save.end(), h) == p.save.end())
+        p.save.push_back(h), p.save_shapes[h] = shapes[h];
     }
     p.save_dtype = o.save_bf16 ? "bfloat16" : "float32";
     const bool exists = fs::exists(out / "sweep.json");
     if (exists && !o.resume)
-      usage_error(o.out + " already holds a sweep (sweep.json): pass --resume to finish it, or choose another --out");
+      usage_error(o.out +
+                  " already holds a sweep (sweep.json): pass --resume to finish it, or choose another --out");
     if (!exists && o.resume) usage_error("--resume: " + o.out + " holds no sweep (no sweep.json)");
   });
 
@@ -167,7 +174,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) data_error(o.out + ": cannot create the output directory (" + ec.message() + ")");
-    if (!(o.resume && fs::exists(out / "corpus.tokens"))) tokenize_files(o.corpus, *tok, cache_dtype, token_files[0]);
+    if (!(o.resume && fs::exists(out / "corpus.tokens")))
+      tokenize_files(o.corpus, *tok, cache_dtype, token_files[0]);
   });
 
   Corpus corpus;
@@ -207,8 +215,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
         data_error(path + ": not valid JSON (" + e.what() + ")");
       }
       // The arguments first (what the user changed), then what follows from them.
-      std::vector<std::string> keys{"model_hash", "corpus",        "tokens_files", "token_dtype", "window",
-                                    "stride",     "max_offset",    "chunk_windows", "save",       "save_dtype"};
+      std::vector<std::string> keys{"model_hash", "corpus",     "tokens_files",  "token_dtype", "window",
+                                    "stride",     "max_offset", "chunk_windows", "save",        "save_dtype"};
       for (const auto& [k, v] : pj.items())
         if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
       for (const auto& k : keys)
@@ -247,7 +255,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
   const Layout lay{cfg.n_layer, cfg.n_head, p.max_offset};
   const std::set<std::string> hooks(p.save.begin(), p.save.end());
   Progress pr;
-  for (int64_t c : mine) pr.windows_total += std::min<int64_t>(p.chunk_windows, p.n_windows - c * p.chunk_windows);
+  for (int64_t c : mine)
+    pr.windows_total += std::min<int64_t>(p.chunk_windows, p.n_windows - c * p.chunk_windows);
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
   std::string what;
@@ -260,7 +269,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
     const int nt = per_window ? std::max(1, omp_get_max_threads()) : 1;
     std::vector<std::unique_ptr<WindowRunner>> runners;
     for (int t = 0; t < nt; t++) runners.push_back(std::make_unique<WindowRunner>(model, hooks));
-    std::vector<std::vector<int>> ids(static_cast<size_t>(nt), std::vector<int>(static_cast<size_t>(p.window)));
+    std::vector<std::vector<int>> ids(static_cast<size_t>(nt),
+                                      std::vector<int>(static_cast<size_t>(p.window)));
     std::vector<std::vector<double>> recs;
     std::vector<double> sum;
     std::map<std::string, std::vector<float>> buf32;
@@ -327,9 +337,11 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
         for (auto x : p.save_shapes[h]) shape.push_back(x);
         const std::string rel = "shards/" + h + "/" + chunk_name(c) + ".npy";
         if (o.save_bf16)
-          write_npy_raw((out / rel).string(), "<u2", shape, buf16[h].data(), buf16[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 2);
+          write_npy_raw((out / rel).string(), "<u2", shape, buf16[h].data(),
+                        buf16[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 2);
         else
-          write_npy_raw((out / rel).string(), "<f4", shape, buf32[h].data(), buf32[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 4);
+          write_npy_raw((out / rel).string(), "<f4", shape, buf32[h].data(),
+                        buf32[h].size() / size_t(p.chunk_windows) * size_t(w1 - w0) * 4);
         shards[h] = {{"file", rel}, {"shape", shape}, {"dtype", p.save_dtype}};
       }
       const std::string stats_rel = "chunks/" + chunk_name(c) + ".stats.npy";
@@ -376,20 +388,21 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
     }
     hooks_j[h] = {{"window_shape", p.save_shapes[h]}, {"shards", list}};
   }
-  const json manifest = {{"format", "qkv-sweep-store 1"},
-                         {"model", p.model_path},
-                         {"model_hash", p.model_hash},
-                         {"window", p.window},
-                         {"stride", p.stride},
-                         {"n_windows", p.n_windows},
-                         {"n_tokens", p.n_tokens},
-                         {"tokens_source", p.tokens_source},
-                         {"dtype", p.save_dtype},
-                         {"storage", o.save_bf16 ? "<u2: the upper 16 bits of each float32 (bfloat16), "
-                                                   "rounded to nearest even"
-                                                 : "<f4"},
-                         {"window_start", "window w covers tokens [w * stride, w * stride + window) of the stream"},
-                         {"hooks", hooks_j}};
+  const json manifest = {
+      {"format", "qkv-sweep-store 1"},
+      {"model", p.model_path},
+      {"model_hash", p.model_hash},
+      {"window", p.window},
+      {"stride", p.stride},
+      {"n_windows", p.n_windows},
+      {"n_tokens", p.n_tokens},
+      {"tokens_source", p.tokens_source},
+      {"dtype", p.save_dtype},
+      {"storage", o.save_bf16 ? "<u2: the upper 16 bits of each float32 (bfloat16), "
+                                "rounded to nearest even"
+                              : "<f4"},
+      {"window_start", "window w covers tokens [w * stride, w * stride + window) of the stream"},
+      {"hooks", hooks_j}};
   io::write_file_atomic((out / "manifest.json").string(), manifest.dump(2) + "\n");
   res.finished = true;
   return res;

@@ -1,7 +1,10 @@
 // qkv sweep's pieces against slow twins: the sparse detector sums against TransformerLens's dense
 // targets (head_detector.hpp), the DLA quadratic form against the logits computed outright, the
 // streamed tokenizer against encoding the whole text, the token files, and the final averages.
+#include "qkv/analysis/sweep.hpp"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,10 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "qkv/analysis/head_detector.hpp"
-#include "qkv/analysis/sweep.hpp"
 #include "qkv/error.hpp"
 
 namespace fs = std::filesystem;
@@ -97,7 +98,8 @@ TEST(Sweep, WindowRecordEqualsTheDetectorAndDirectSums) {
 
 TEST(Sweep, DlaNormEqualsTheLogitsComputedOutright) {
   const GPT2& m = bundled();
-  const int T = 40, d = m.config.n_embd, H = m.config.n_head, dh = m.config.head_dim(), V = m.config.vocab_size;
+  const int T = 40, d = m.config.n_embd, H = m.config.n_head, dh = m.config.head_dim(),
+            V = m.config.vocab_size;
   const std::vector<int> ids = window_ids(T, V, 3);
   WindowRunner r(m, {});
   r.run(ids);
@@ -122,10 +124,12 @@ TEST(Sweep, DlaNormEqualsTheLogitsComputedOutright) {
         double norm2 = 0;
         for (int v = 0; v < V; v++) {
           double logit = 0;
-          for (int b = 0; b < d; b++) logit += (y[size_t(b)] - mean) * gamma[b] * rstd * wte[size_t(v) * d + b];
+          for (int b = 0; b < d; b++)
+            logit += (y[size_t(b)] - mean) * gamma[b] * rstd * wte[size_t(v) * d + b];
           norm2 += logit * logit;
         }
-        EXPECT_NEAR(fast[size_t(i)], std::sqrt(norm2), 1e-9 * std::sqrt(norm2) + 1e-12) << l << "." << h << " row " << i;
+        EXPECT_NEAR(fast[size_t(i)], std::sqrt(norm2), 1e-9 * std::sqrt(norm2) + 1e-12)
+            << l << "." << h << " row " << i;
       }
     }
   }
@@ -147,7 +151,8 @@ TEST(Sweep, StreamedTokenizationEqualsTheWholeText) {
   if (!fs::exists(dir)) GTEST_SKIP() << "no GPT-2 tokenizer in " << dir;
   const Tokenizer tok = Tokenizer::from_dir(dir);
   const std::string text =
-      "Hello world.\nIt's a  test  \n\nof the   streamed\n tokenizer:\n\n\nx\ny z 12345\n  \n!!\n\t\nend\nvoilà — über\n";
+      "Hello world.\nIt's a  test  \n\nof the   streamed\n tokenizer:\n\n\nx\ny z 12345\n  "
+      "\n!!\n\t\nend\nvoilà — über\n";
   const std::string path = temp_path("text.txt"), out = temp_path("tokens");
   write_bytes(path, text.data(), text.size());
   std::vector<int> expected = tok.encode(text);
@@ -205,7 +210,8 @@ TEST(Sweep, FinalizeAveragesByTheRightCounts) {
   std::vector<double> t(lay.size(), 0.0);
   t[0] = 4, t[1] = 40, t[2] = 36, t[3] = 40, t[4] = 36, t[5] = 32;  // 4 windows of 10 tokens
   double* o = t.data() + lay.head(0, 0);
-  o[Layout::kPrev] = 2, o[Layout::kDup] = 1, o[Layout::kInd] = 3, o[Layout::kEntropy] = 18, o[Layout::kSink] = 9;
+  o[Layout::kPrev] = 2, o[Layout::kDup] = 1, o[Layout::kInd] = 3, o[Layout::kEntropy] = 18,
+  o[Layout::kSink] = 9;
   o[Layout::kDla] = 80, o[Layout::kPerHead] = 20, o[Layout::kPerHead + 1] = 18, o[Layout::kPerHead + 2] = 8;
   const Stats s = finalize(lay, t);
   ASSERT_EQ(s.heads.size(), 1u);

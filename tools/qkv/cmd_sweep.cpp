@@ -1,6 +1,7 @@
 // qkv sweep — per-head statistics and activation stores over a corpus, split over MPI ranks when run
 // under mpirun/srun (docs/sweep.md). The library does the work (analysis/sweep.hpp); this file parses,
 // sets up MPI and signals, shows progress and renders the statistics (JSON, CSV, SVG, a table).
+#include <omp.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -8,9 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-
-#include <omp.h>
-
 #include <thread>
 
 #ifdef QKV_HAVE_MPI
@@ -32,10 +30,13 @@ namespace qkv::cli {
 namespace {
 
 volatile int g_stop = 0;  // int is sig_atomic_t on the platforms qkv builds for
-extern "C" void on_signal(int) { g_stop = 1; }
+extern "C" void on_signal(int) {
+  g_stop = 1;
+}
 
 #ifdef QKV_HAVE_MPI
-constexpr const char* kMpiNote = "MPI: built with MPI; under mpirun/srun the windows are split over the ranks.";
+constexpr const char* kMpiNote =
+    "MPI: built with MPI; under mpirun/srun the windows are split over the ranks.";
 #else
 constexpr const char* kMpiNote =
     "MPI: this build has no MPI (configure with libopenmpi-dev installed); it runs as one process.";
@@ -67,8 +68,8 @@ void show_progress(const sw::Progress& p, int ranks) {
                 static_cast<long long>(p.windows_done), static_cast<long long>(p.windows_total),
                 std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
                 p.seconds > 0 ? double(p.tokens_done) / p.seconds : 0.0,
-                ranks > 1 ? (" (rank 0 of " + std::to_string(ranks) + ")").c_str() : "", hms(p.seconds).c_str(),
-                hms(left).c_str());
+                ranks > 1 ? (" (rank 0 of " + std::to_string(ranks) + ")").c_str() : "",
+                hms(p.seconds).c_str(), hms(left).c_str());
   if (tty) {
     std::fprintf(stderr, "\r%s\033[K", line);
     if (p.windows_done == p.windows_total) std::fprintf(stderr, "\n");
@@ -91,9 +92,9 @@ nlohmann::json stats_json(const sw::RunResult& r) {
                      {"dla", h.dla},
                      {"offset", h.offset}});
   const sw::Plan& p = r.plan;
-  return {{"model_hash", p.model_hash}, {"n_tokens", p.n_tokens},       {"window", p.window},
-          {"stride", p.stride},         {"max_offset", p.max_offset},   {"chunk_windows", p.chunk_windows},
-          {"windows", r.stats.windows}, {"query_rows", r.stats.rows},   {"heads", heads}};
+  return {{"model_hash", p.model_hash}, {"n_tokens", p.n_tokens},     {"window", p.window},
+          {"stride", p.stride},         {"max_offset", p.max_offset}, {"chunk_windows", p.chunk_windows},
+          {"windows", r.stats.windows}, {"query_rows", r.stats.rows}, {"heads", heads}};
 }
 
 std::string stats_csv(const sw::RunResult& r) {
@@ -107,8 +108,8 @@ std::string stats_csv(const sw::RunResult& r) {
     return std::string(b);
   };
   for (const auto& h : r.stats.heads) {
-    s += std::to_string(h.layer) + "," + std::to_string(h.head) + num(h.previous_token) + num(h.duplicate_token) +
-         num(h.induction) + num(h.entropy) + num(h.sink) + num(h.dla);
+    s += std::to_string(h.layer) + "," + std::to_string(h.head) + num(h.previous_token) +
+         num(h.duplicate_token) + num(h.induction) + num(h.entropy) + num(h.sink) + num(h.dla);
     for (double v : h.offset) s += num(v);
     s += "\n";
   }
@@ -214,7 +215,8 @@ void run(const Args& a) {
     }
   } finalize{mpi};
 #else
-  if (launched_by_mpi()) usage_error("this qkv was built without MPI; run one process, or rebuild with libopenmpi-dev");
+  if (launched_by_mpi())
+    usage_error("this qkv was built without MPI; run one process, or rebuild with libopenmpi-dev");
 #endif
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
@@ -226,7 +228,9 @@ void run(const Args& a) {
   const sw::RunResult r = sw::run_sweep(m.model, m.path, m.tokenizer, o, comm, progress, &g_stop);
   if (r.stopped) {
     if (comm.rank == 0)
-      std::fprintf(stderr, "\nqkv sweep: stopped by a signal; the chunks already done are kept: rerun with --resume\n");
+      std::fprintf(
+          stderr,
+          "\nqkv sweep: stopped by a signal; the chunks already done are kept: rerun with --resume\n");
 #ifdef QKV_HAVE_MPI
     if (mpi) MPI_Finalize(), finalize.on = false;
 #endif
@@ -238,37 +242,45 @@ void run(const Args& a) {
     print_json(stats_json(r));
     return;
   }
-  std::cout << "swept " << r.stats.windows << " windows of " << r.plan.window << " tokens (stride " << r.plan.stride
-            << ", " << r.plan.n_tokens << " tokens in the corpus) with " << ranks << (ranks == 1 ? " process" : " ranks")
-            << "; " << r.chunks_skipped << " of " << r.plan.n_chunks << " chunks were already done\n\n";
+  std::cout << "swept " << r.stats.windows << " windows of " << r.plan.window << " tokens (stride "
+            << r.plan.stride << ", " << r.plan.n_tokens << " tokens in the corpus) with " << ranks
+            << (ranks == 1 ? " process" : " ranks") << "; " << r.chunks_skipped << " of " << r.plan.n_chunks
+            << " chunks were already done\n\n";
   report::Table t({"head", "prev-token", "dup-token", "induction", "entropy", "sink", "DLA norm"});
   for (const auto& h : r.stats.heads)
     t.add({std::to_string(h.layer) + "." + std::to_string(h.head), report::fmt(h.previous_token, 3),
            report::fmt(h.duplicate_token, 3), report::fmt(h.induction, 3), report::fmt(h.entropy, 3),
            report::fmt(h.sink, 3), report::fmt(h.dla, 3)});
-  std::cout << t.str() << "\nwrote stats.json, stats.csv, 7 heatmaps" << (r.plan.save.empty() ? "" : ", manifest.json and shards")
-            << " to " << o.out << "/\n";
+  std::cout << t.str() << "\nwrote stats.json, stats.csv, 7 heatmaps"
+            << (r.plan.save.empty() ? "" : ", manifest.json and shards") << " to " << o.out << "/\n";
 }
 
 }  // namespace
 
 void register_sweep(CLI::App& app) {
-  auto* cmd = app.add_subcommand("sweep", "Per-head statistics and activation stores over a corpus (MPI-parallel)");
+  auto* cmd =
+      app.add_subcommand("sweep", "Per-head statistics and activation stores over a corpus (MPI-parallel)");
   auto a = std::make_shared<Args>();
   add_model_option(cmd, a->m);
-  cmd->add_option("--corpus", a->o.corpus, "text files, tokenized with the model's tokenizer and concatenated");
-  cmd->add_option("--tokens-file", a->o.tokens_files, "token id files (raw uint16/uint32, or llm.c's .bin), concatenated");
+  cmd->add_option("--corpus", a->o.corpus,
+                  "text files, tokenized with the model's tokenizer and concatenated");
+  cmd->add_option("--tokens-file", a->o.tokens_files,
+                  "token id files (raw uint16/uint32, or llm.c's .bin), concatenated");
   cmd->add_option("--token-dtype", a->token_dtype, "ids in --tokens-file: uint16 (default) or uint32")
       ->check(CLI::IsMember({"uint16", "uint32"}));
   cmd->add_option("--out", a->o.out, "output directory")->required();
   cmd->add_option("--window", a->o.window, "tokens per window (default: the model's context)");
   cmd->add_option("--stride", a->o.stride, "tokens between window starts (default: the window)");
-  cmd->add_option("--max-offset", a->o.max_offset, "mean attention by offset i − j for 0 .. this (default 32)");
-  cmd->add_option("--save", a->o.save, "store this hook for every window (repeatable), e.g. blocks.0.attn.hook_z");
+  cmd->add_option("--max-offset", a->o.max_offset,
+                  "mean attention by offset i − j for 0 .. this (default 32)");
+  cmd->add_option("--save", a->o.save,
+                  "store this hook for every window (repeatable), e.g. blocks.0.attn.hook_z");
   cmd->add_option("--save-dtype", a->save_dtype, "float32 (default) or bf16 (stored as uint16 bits)")
       ->check(CLI::IsMember({"float32", "bf16"}));
-  cmd->add_option("--shard-mb", a->o.shard_mb, "largest shard file in MiB (default 256): sets the windows per chunk");
-  cmd->add_option("--chunk-windows", a->o.chunk_windows, "windows per chunk (overrides --shard-mb; default 64 without --save)");
+  cmd->add_option("--shard-mb", a->o.shard_mb,
+                  "largest shard file in MiB (default 256): sets the windows per chunk");
+  cmd->add_option("--chunk-windows", a->o.chunk_windows,
+                  "windows per chunk (overrides --shard-mb; default 64 without --save)");
   cmd->add_option("--max-windows", a->o.max_windows, "only the first N windows");
   cmd->add_flag("--resume", a->o.resume, "finish the sweep already in --out (same arguments)");
   cmd->add_flag("--json", a->json, "print the statistics as JSON");

@@ -114,14 +114,15 @@ struct Layout {
 // One window's record (out is resized to layout.size() and overwritten), from the runner's last run
 // on ids. Patterns are read row by row; the detector scores use sparse forms of the targets in
 // head_detector.hpp (tests compare them with detector_score on the dense targets).
-void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& layout, std::vector<double>& out);
+void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& layout,
+                   std::vector<double>& out);
 
 struct HeadStat {
   int layer = 0, head = 0;
   double previous_token = 0, duplicate_token = 0, induction = 0;  // means over windows of the detector scores
-  double entropy = 0;        // mean over query rows i >= 1, nats
-  double sink = 0;           // mean over query rows i >= 1 of A[i, 0]
-  double dla = 0;            // mean over query rows of the DLA norm
+  double entropy = 0;                                             // mean over query rows i >= 1, nats
+  double sink = 0;                                                // mean over query rows i >= 1 of A[i, 0]
+  double dla = 0;                                                 // mean over query rows of the DLA norm
   std::vector<double> offset;  // offset[k] = mean over rows i >= k of A[i, i − k]
 };
 struct Stats {
@@ -134,13 +135,13 @@ Stats finalize(const Layout& layout, const std::vector<double>& total);
 
 struct Options {
   std::string out;
-  std::vector<std::string> corpus;       // text files (tokenized into out/corpus.tokens)
+  std::vector<std::string> corpus;        // text files (tokenized into out/corpus.tokens)
   std::vector<std::string> tokens_files;  // or token files
   TokenDtype token_dtype = TokenDtype::U16;
   int window = 0;  // 0: the model's context
   int stride = 0;  // 0: the window
   int max_offset = 32;
-  int chunk_windows = 0;  // 0: from shard_mb when saving, else 64
+  int chunk_windows = 0;          // 0: from shard_mb when saving, else 64
   std::vector<std::string> save;  // hooks
   bool save_bf16 = false;
   double shard_mb = 256;
@@ -186,8 +187,8 @@ struct RunResult {
   Stats stats;
 };
 RunResult run_sweep(const GPT2& model, const std::string& model_path, const std::optional<Tokenizer>& tok,
-                    const Options& opts, const Comm& comm, const std::function<void(const Progress&)>& progress,
-                    const volatile int* stop);
+                    const Options& opts, const Comm& comm,
+                    const std::function<void(const Progress&)>& progress, const volatile int* stop);
 
 // Reads every chunk record of a finished plan, sums them in chunk order, returns the total record.
 std::vector<double> reduce_chunks(const std::string& out, const Plan& plan, const Layout& layout);
