@@ -136,6 +136,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
     if (o.max_offset < 0) usage_error("--max-offset must be >= 0");
     p.max_offset = std::min(o.max_offset, p.window - 1);
     if (!(o.shard_mb > 0)) usage_error("--shard-mb must be > 0");
+    if (o.chunk_windows < 0) usage_error("--chunk-windows must be >= 1 (or 0: the default)");
+    if (o.max_windows < 0) usage_error("--max-windows must be >= 1 (or 0: all)");
     shapes = hook_shapes(model, p.window);
     for (const auto& h : o.save) {
       if (!shapes.count(h)) {

@@ -21,7 +21,7 @@ rng = np.random.default_rng(20)
 r = rng.integers(0, 256, size=(200, 64)).astype(np.uint16)
 np.concatenate([r, r], axis=1).reshape(-1).tofile(sys.argv[1])
 EOF
-args=(--tokens-file "$tmp/rep.u16" --window 128 --chunk-windows 8 --max-offset 8
+args=(--tokens-file "$tmp/rep.u16" --window 128 --chunk-windows 9 --max-offset 8
       --save blocks.0.attn.hook_z --save blocks.1.hook_resid_post)
 
 "$qkv" sweep "${args[@]}" --out "$tmp/a" >"$tmp/a.out" 2>"$tmp/a.err"
@@ -30,7 +30,7 @@ rc=$?
 for f in stats.json stats.csv manifest.json sweep.json previous_token.svg induction.svg offset.svg dla.svg; do
   [ -s "$tmp/a/$f" ] && ok "wrote $f" || bad "no $f"
 done
-[ "$(ls "$tmp/a/shards/blocks.0.attn.hook_z" | wc -l)" -eq 25 ] && ok "25 shards per hook" || bad "shards: $(ls "$tmp/a/shards/blocks.0.attn.hook_z" | wc -l)"
+[ "$(ls "$tmp/a/shards/blocks.0.attn.hook_z" | wc -l)" -eq 23 ] && ok "23 shards per hook (22 of 9 windows, the last of 2)" || bad "shards: $(ls "$tmp/a/shards/blocks.0.attn.hook_z" | wc -l)"
 grep -q '^sweep windows 200/200 ' "$tmp/a.err" && ok "progress on stderr" || bad "no progress line on stderr"
 
 # The bundled model's circuit on the corpus: ranked as `qkv heads` ranks it.
@@ -66,7 +66,7 @@ if command -v mpirun >/dev/null 2>&1; then
     rc=$?
     if [ ! -e "$tmp/k/stats.json" ] && [ $rc -ne 0 ]; then ok "SIGKILL of one rank: the sweep stops unfinished (exit $rc)"; else bad "SIGKILL of one rank: exit $rc, stats.json $( [ -e "$tmp/k/stats.json" ] && echo written || echo absent)"; fi
     "$qkv" sweep "${args[@]}" --out "$tmp/k" --resume >"$tmp/k.out" 2>&1 && ok "--resume after SIGKILL: exit 0" || bad "--resume after SIGKILL failed"
-    grep -qE '; [1-9][0-9]* of 25 chunks were already done' "$tmp/k.out" && ok "--resume kept the chunks done before the kill" || bad "--resume redid everything: $(grep chunks "$tmp/k.out")"
+    grep -qE '; [1-9][0-9]* of 23 chunks were already done' "$tmp/k.out" && ok "--resume kept the chunks done before the kill" || bad "--resume redid everything: $(grep chunks "$tmp/k.out")"
     diff -r "$tmp/a" "$tmp/k" >/dev/null && ok "killed + resumed = uninterrupted, every file byte for byte" || { bad "killed + resumed differs"; diff -rq "$tmp/a" "$tmp/k" | head -5; }
   else
     bad "mpirun is installed but this qkv was built without MPI"
@@ -87,7 +87,7 @@ grep -q 'rerun with --resume' "$tmp/t.err" && ok "SIGTERM: says how to resume" |
 ls -a "$tmp/t/chunks" "$tmp/t/shards"/* | grep -q '\.tmp\.' && bad "SIGTERM left temporary files" || ok "SIGTERM: no temporary files left"
 "$qkv" sweep "${args[@]}" --out "$tmp/t" --resume >/dev/null 2>&1 && ok "--resume after SIGTERM: exit 0" || bad "--resume after SIGTERM failed"
 diff -r "$tmp/a" "$tmp/t" >/dev/null && ok "stopped + resumed = uninterrupted, every file byte for byte" || { bad "stopped + resumed differs"; diff -rq "$tmp/a" "$tmp/t" | head -5; }
-check "--resume of a finished sweep writes the same statistics" 0 '25 of 25 chunks were already done' -- sweep "${args[@]}" --out "$tmp/t" --resume
+check "--resume of a finished sweep writes the same statistics" 0 '23 of 23 chunks were already done' -- sweep "${args[@]}" --out "$tmp/t" --resume
 cmp -s "$tmp/a/stats.json" "$tmp/t/stats.json" && ok "…and they are byte-identical" || bad "re-finishing changed stats.json"
 
 # A bf16 store of the first 16 windows; then the Python reader against qkv dump and torch's bfloat16.
@@ -117,5 +117,6 @@ check "an id outside the vocabulary" 1 "qkv: error: .*big.u16: token 1 is id 300
 printf '\x01\x00\x02' >"$tmp/odd.u16"
 check "a token file of odd size" 1 "qkv: error: .*odd.u16: 3 bytes is not a whole number of 16-bit ids" -- sweep --tokens-file "$tmp/odd.u16" --out "$tmp/e7"
 check "a corpus shorter than a window" 1 'qkv: error: the corpus has 2 tokens, fewer than one window \(128\)' -- sweep --tokens-file "$tmp/big.u16" --out "$tmp/e8"
+check "negative --chunk-windows" 2 'qkv: error: --chunk-windows must be >= 1' -- sweep --tokens-file "$tmp/rep.u16" --chunk-windows -1 --out "$tmp/e9"
 check "help says whether MPI is built in" 0 '^MPI: ' -- sweep --help
 exit $fail
