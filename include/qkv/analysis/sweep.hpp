@@ -162,8 +162,8 @@ struct Plan {
   std::string tokens_source;  // the token files actually read
 };
 
-// The collective operations a sweep needs; single-process defaults. With MPI: MPI_Barrier and an
-// all-reduce (max) of an int, used to agree that every rank is still fine.
+// The collective operations a sweep needs; single-process defaults. With MPI (tools/qkv/cmd_sweep.cpp):
+// a barrier and an all-reduce (max) of an int, used to agree that every rank is still fine.
 struct Comm {
   int rank = 0, size = 1;
   std::function<void()> barrier = [] {};
@@ -176,9 +176,11 @@ struct Progress {
   double seconds = 0;
 };
 
-// Runs (or resumes) the sweep in opts.out as rank comm.rank of comm.size; returns the number of chunks
-// this process computed. Errors before work starts are qkv::Error on every rank alike. `stop` is polled
-// between windows (SIGTERM): the chunk in progress is dropped and the function returns.
+// Runs (or resumes) the sweep in opts.out as rank comm.rank of comm.size. Errors before work starts
+// are qkv::Error on every rank alike, before any file is written. `stop` is polled between windows
+// (SIGTERM): the chunk in progress is dropped and every rank returns with stopped set. When every chunk
+// is done, rank 0 sums them (reduce_chunks), writes manifest.json and returns the statistics with
+// finished set; the caller renders stats.json / stats.csv / the heatmaps.
 struct RunResult {
   Plan plan;
   int64_t chunks_done_here = 0, chunks_skipped = 0;
