@@ -9,7 +9,9 @@ packages=(build-essential cmake ninja-build pkg-config git
           libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
-          curl chromium)                              # tests/cli/serve_test.sh, tests/web (Playwright)
+          curl chromium                               # tests/cli/serve_test.sh, tests/web (Playwright)
+          libopenmpi-dev openmpi-bin                  # qkv sweep over MPI ranks (docs/sweep.md)
+          python3-numpy python3-pytest python3-torch) # tests/python (the activation-store reader)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
