@@ -193,8 +193,8 @@ double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const u
     case GgmlType::BF16: return amax * std::ldexp(1.0, -8);
     // d/2, plus 127 × d's fp16 rounding (relative 2^-11, or 2^-25 absolute where d is subnormal or underflows)
     case GgmlType::Q8_0: return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
-    // one step (the clamp at +7), plus 8 × d's fp16 rounding
-    case GgmlType::Q4_0: return amax / 8 * (1 + std::ldexp(1.0, -10)) + 8 * std::ldexp(1.0, -25);
+    // one step (the clamp at +7) plus 7 × d's fp16 rounding (relative 2^-11), or 8 × 2^-25 absolute
+    case GgmlType::Q4_0: return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
     case GgmlType::Q4_K: return 0.5 * ((hi - lo) / 15 + half(0) + half(2) / 15) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q6_K: return 0.5 * (amax / 31 + half(208)) * (1 + 1e-5) + 1e-30;
     default: return 0;
