@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "qkv/error.hpp"
 #include "qkv/io/config_json.hpp"
@@ -225,6 +226,52 @@ TEST(GgufGpt2, TokenizerFromMetadataEqualsTheFiles) {
       "naïve café — “quotes” 日本語のテキスト 🤖🚀", "it's we've they'll I'm you'd", "1234567890 3.14159 -42",
       "<|endoftext|> is text here", "def f(x):\n    return x ** 2  # comment", "\xff\xfe invalid utf8 \xc3"};
   for (const auto& s : corpus) EXPECT_EQ(g->encode(s), tok.encode(s)) << s;
+}
+
+TEST(GgufGpt2, BadTokenizerMetadataIsNamed) {
+  Tmp tmp;
+  const Tokenizer bytes = Tokenizer::byte_level();
+  std::vector<std::string> base;  // GPT-2's 256 byte tokens, then "ab"
+  for (int i = 0; i < 256; ++i) base.push_back(bytes.token_string(i));
+  base.push_back("ab");
+  auto with_tokens = [&](std::vector<std::string> extra, int replace_at = -1) {
+    std::vector<std::string> t = base;
+    if (replace_at >= 0) t[size_t(replace_at)] = extra[0];
+    else t.insert(t.end(), extra.begin(), extra.end());
+    return io::gguf_string_array(t);
+  };
+  auto with = [&](const std::function<void(io::GgufMetadata&)>& edit) {
+    io::GgufMetadata md;
+    md.set("tokenizer.ggml.model", std::string("gpt2"));
+    md.set("tokenizer.ggml.tokens", io::gguf_string_array(base));
+    md.set("tokenizer.ggml.merges", io::gguf_string_array({"a b"}));
+    edit(md);
+    io::write_gguf(tmp("t.gguf"), md, {});
+  };
+  auto expect = [&](std::initializer_list<std::string> parts) {
+    try {
+      gguf_tokenizer(tmp("t.gguf"));
+      ADD_FAILURE() << "accepted; expected " << *parts.begin();
+    } catch (const Error& e) {
+      for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    }
+  };
+  with([](auto&) {});
+  EXPECT_EQ(gguf_tokenizer(tmp("t.gguf"))->encode("ab"), std::vector<int>{256});
+  with([](auto& md) { md.set("tokenizer.ggml.model", std::string("llama")); });
+  expect({"t.gguf: key 'tokenizer.ggml.model' is 'llama'"});
+  with([&](auto& md) { md.set("tokenizer.ggml.tokens", with_tokens({"a"})); });
+  expect({"t.gguf: key 'tokenizer.ggml.tokens': token 257 \"a\" appears twice"});
+  with([&](auto& md) { md.set("tokenizer.ggml.tokens", with_tokens({"b\xff"}, 1)); });
+  expect({"t.gguf: key 'tokenizer.ggml.tokens': token 1 is not valid UTF-8"});
+  with([](auto& md) { md.set("tokenizer.ggml.token_type", io::gguf_int32_array({1, 1})); });
+  expect({"t.gguf: key 'tokenizer.ggml.token_type' has 2 entries, 'tokenizer.ggml.tokens' has 257"});
+  with([](auto& md) { md.set("tokenizer.ggml.merges", io::gguf_string_array({"a\nb"})); });
+  expect({"t.gguf: key 'tokenizer.ggml.merges': merge 0 contains a line break"});
+  with([](auto& md) { md.set("tokenizer.ggml.merges", io::gguf_string_array({"a zz"})); });
+  expect({"t.gguf: key 'tokenizer.ggml.merges'"});
+  with([](auto& md) { md.set("tokenizer.ggml.tokens", std::string("a")); });
+  expect({"t.gguf: key 'tokenizer.ggml.tokens': expected an ARRAY of STRING, found STRING"});
 }
 
 TEST(GgufGpt2, BadFilesAreNamed) {
