@@ -59,6 +59,21 @@ PY
 check convert-bundled 0 'tokenizer 256 tokens' -- convert --type q8_0 "$src/models/induction" "$tmp/ind.gguf"
 check run-bundled 0 'next token' -- run --model "$tmp/ind.gguf" "abcabc" --top 2
 
+# quant-effect: the f32 file moves nothing; a q4_k file moves every head's lenses and the next-token distribution.
+"$qkv" quant-effect --model "$tmp/f32.gguf" --reference "$tmp/hf" --text "$text" --json >"$tmp/qe0.json" 2>&1
+"$qkv" quant-effect --model "$tmp/q4_k.gguf" --reference "$tmp/hf" --text "$text" --json --svg "$tmp/qe.svg" >"$tmp/qe4.json" 2>&1
+/usr/bin/python3 - "$tmp/qe0.json" "$tmp/qe4.json" <<'PY' && ok "quant-effect: f32 all zero; q4_k every error in (0, 1) and KL > 0" || bad "quant-effect"
+import json, sys
+z, q = (json.load(open(p)) for p in sys.argv[1:])
+keys = ["q", "k", "v", "scores", "pattern"]
+assert all(h[k] == 0 for h in z["heads"] for k in keys) and z["kl_next_token"]["mean"] == 0, "f32 moved"
+assert len(q["heads"]) == 4 and all(0 < h[k] < 1 for h in q["heads"] for k in keys), q["heads"]
+assert q["kl_next_token"]["mean"] > 0
+PY
+grep -q '<svg' "$tmp/qe.svg" 2>/dev/null && ok "quant-effect --svg wrote the heatmaps" || bad "quant-effect --svg"
+check quant-effect-table 0 'KL\(reference ‖ model\)' -- quant-effect --model "$tmp/q8_0.gguf" --reference "$tmp/hf" --text "$text"
+check quant-effect-shape 2 '^qkv: error: --reference .* has another shape' -- quant-effect --model "$tmp/q8_0.gguf" --reference "$fx/tiny" --tokens 1,2
+
 # Errors: usage exits 2, bad data exits 1, each naming the argument or the file.
 check bad-type 2 '^qkv: error: --type q5_k' -- convert --type q5_k "$tmp/hf" "$tmp/x.gguf"
 check bad-to 2 '^qkv: error: --to onnx' -- convert --to onnx "$tmp/hf" "$tmp/x.gguf"
