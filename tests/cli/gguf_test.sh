@@ -18,7 +18,7 @@ check init 0 'wrote' -- init --out "$tmp/hf" --preset tiny --n-embd 256 --n-laye
 ntok=$("$qkv" info --model "$tmp/hf" | sed -n 's/^tokenizer *\([0-9]*\) tokens$/\1/p')
 [ -n "$ntok" ] && ok "the source model has a $ntok-token tokenizer" || bad "no tokenizer beside $tmp/hf"
 text="The quick brown fox jumps over the lazy dog, and the dog sleeps."
-for t in f32 f16 q8_0 q4_0 q4_k q6_k; do
+for t in f32 f16 bf16 q8_0 q4_0 q4_k q6_k; do
   check "convert-$t" 0 "wrote $tmp/$t.gguf .*tokenizer $ntok tokens" -- convert --to gguf --type "$t" "$tmp/hf" "$tmp/$t.gguf"
 done
 check convert-json 0 '"type": "Q4_K"' -- convert --type q4_k "$tmp/hf" "$tmp/q4_k_json.gguf" --json
@@ -103,7 +103,7 @@ else
     (cd "$peer" && npm ci --no-audit --no-fund >/dev/null 2>&1) || bad "npm ci in $peer failed"
   fi
   mkdir -p "$tmp/peer"
-  for f in "$tmp"/{f32,f16,q8_0,q4_0,q4_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
+  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
   for f in "$src"/fuzz/corpus/gguf/ok_*; do cp "$f" "$tmp/peer/seed_$(basename "$f").gguf"; done
   out=$(cd "$peer" && node check.mjs "$qkv" "$tmp"/peer/*.gguf 2>&1); rc=$?
   echo "$out" | sed 's/^/     /' | grep -v '^     ok' || true

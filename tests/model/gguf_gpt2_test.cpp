@@ -114,6 +114,7 @@ double block_bound(io::GgmlType t, const std::vector<float>& x) {
   for (float v : x) amax = std::max(amax, double(std::fabs(v))), lo = std::min(lo, double(v)), hi = std::max(hi, double(v));
   switch (t) {
     case io::GgmlType::F16: return amax * std::ldexp(1.0, -11) + 6e-8;
+    case io::GgmlType::BF16: return amax * std::ldexp(1.0, -8);
     case io::GgmlType::Q8_0: return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
     case io::GgmlType::Q4_0: return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
     // Q4_K / Q6_K: s/2 with s <= range/15 + d (resp. amax/31 + d); d <= max over the super-block of the
@@ -129,7 +130,8 @@ TEST(GgufGpt2, QuantizedFilesStayWithinTheBlockBound) {
   const GPT2 m0 = load_model(make_hf_dir(tmp));
   const auto ref = logits_of(m0, kIds);
   double prev_err = -1;
-  for (io::GgmlType t : {io::GgmlType::F16, io::GgmlType::Q8_0, io::GgmlType::Q6_K, io::GgmlType::Q4_K, io::GgmlType::Q4_0}) {
+  for (io::GgmlType t : {io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0, io::GgmlType::Q6_K, io::GgmlType::Q4_K,
+                         io::GgmlType::Q4_0}) {
     const std::string p = tmp("m_" + io::ggml_type_name(t) + ".gguf");
     save_gguf_gpt2(m0, nullptr, p, t);
     const GPT2 m1 = load_model(p);
@@ -145,7 +147,7 @@ TEST(GgufGpt2, QuantizedFilesStayWithinTheBlockBound) {
       const bool transposed = s.name.find(".c_") != std::string::npos;
       const int64_t rows = transposed ? s.shape[1] : s.shape[0], ne0 = transposed ? s.shape[0] : s.shape[1];
       const io::GgmlType stored = gguf_gpt2_tensor_type(t, uint64_t(ne0));
-      const int64_t B = stored == io::GgmlType::Q4_K || stored == io::GgmlType::Q6_K ? 256 : stored == io::GgmlType::F16 ? 1 : 32;
+      const int64_t B = io::ggml_type_traits(uint32_t(stored))->block_size;
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c0 = 0; c0 < ne0; c0 += B) {
           std::vector<float> blk;
@@ -161,7 +163,7 @@ TEST(GgufGpt2, QuantizedFilesStayWithinTheBlockBound) {
                 << io::ggml_type_name(t) << " " << s.name << " row " << r << " col " << c0 + int64_t(k);
         }
     }
-    // The logits move, and they move less for the finer types (f16 < q8_0 < q6_k < q4_k, q4_0).
+    // The logits move, and they move less for the finer types (f16 < bf16 < q8_0 < q6_k < q4_k, q4_0).
     const auto lg = logits_of(m1, kIds);
     double err = 0, scale = 0;
     for (size_t i = 0; i < lg.size(); ++i) err = std::max(err, double(std::fabs(lg[i] - ref[i]))), scale = std::max(scale, double(std::fabs(ref[i])));
