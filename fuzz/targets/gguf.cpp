@@ -2,10 +2,11 @@
 // permits, on arbitrary bytes: an accepted file's tensors lie inside the file, aligned and disjoint;
 // every supported tensor dequantizes; metadata and tensors survive write_gguf + open unchanged; the
 // gpt2 loader and the metadata tokenizer either succeed or throw qkv::Error.
+#include "qkv/io/gguf.hpp"
+
 #include <cstring>
 
 #include "fuzz_util.hpp"
-#include "qkv/io/gguf.hpp"
 #include "qkv/io/gguf_gpt2.hpp"
 
 using namespace qkv;
@@ -33,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (size_t j = i + 1; j < f.tensors().size(); ++j) {
         const auto &a = f.tensors()[i], &b = f.tensors()[j];
         if (a.nbytes && b.nbytes)
-          QKV_FUZZ_CHECK(a.offset + a.nbytes <= b.offset || b.offset + b.nbytes <= a.offset, a.name + " / " + b.name);
+          QKV_FUZZ_CHECK(a.offset + a.nbytes <= b.offset || b.offset + b.nbytes <= a.offset,
+                         a.name + " / " + b.name);
       }
 
     const std::string out = fuzz::scratch_dir() + "/out.gguf";
@@ -42,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     QKV_FUZZ_CHECK(g.metadata().size() == f.metadata().size(), "metadata count round trip");
     for (size_t i = 0; i < f.metadata().size(); ++i) {
       QKV_FUZZ_CHECK(g.metadata().entries()[i].first == f.metadata().entries()[i].first, "key round trip");
-      QKV_FUZZ_CHECK(g.metadata().entries()[i].second == f.metadata().entries()[i].second, f.metadata().entries()[i].first);
+      QKV_FUZZ_CHECK(g.metadata().entries()[i].second == f.metadata().entries()[i].second,
+                     f.metadata().entries()[i].first);
     }
     QKV_FUZZ_CHECK(g.tensors().size() == back.size(), "tensor count round trip");
     for (size_t i = 0; i < back.size(); ++i) {

@@ -17,7 +17,7 @@ using detail::load_le;
 
 namespace {
 
-constexpr int64_t QK = 32;    // QK8_0 = QK4_0
+constexpr int64_t QK = 32;  // QK8_0 = QK4_0
 constexpr int64_t QK_K = 256;
 
 // Byte offsets inside the blocks.
@@ -25,7 +25,9 @@ constexpr std::size_t kQ8_0 = 34, kQ4_0 = 18, kQ4_K = 144, kQ6_K = 210;
 constexpr std::size_t kQ4K_scales = 4, kQ4K_qs = 16;
 constexpr std::size_t kQ6K_qh = 128, kQ6K_scales = 192, kQ6K_d = 208;
 
-float half_at(const unsigned char* p) { return f16_to_float(load_le<uint16_t>(p)); }
+float half_at(const unsigned char* p) {
+  return f16_to_float(load_le<uint16_t>(p));
+}
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes: sub-blocks 0..3 keep them in
 // the low 6 bits of bytes j and j+4; sub-blocks 4..7 keep their low 4 bits in the nibbles of byte j+4
@@ -41,7 +43,8 @@ void scale_min_k4(int j, const unsigned char* q, int* sc, int* m) {
 }
 
 [[noreturn]] void unsupported(GgmlType t, const char* what) {
-  data_error(std::string("tensor type ") + ggml_type_name(t) + " has no " + what + " in qkv (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  data_error(std::string("tensor type ") + ggml_type_name(t) + " has no " + what +
+             " in qkv (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
 }
 
 // ---- fast rows: one pass per block, laid out as ggml's dequantize_row_* loops ----
@@ -111,10 +114,13 @@ uint16_t half_at_least(float target, float k, const char* what) {
   if (!(target > 0)) return 0;
   uint16_t h = float_to_f16(target / k);
   while (f16_to_float(h) * k < target) {
-    if (h >= 0x7bff) data_error(std::string("quantize: the ") + what + " of a block overflows binary16 (values beyond ~4e6)");
+    if (h >= 0x7bff)
+      data_error(std::string("quantize: the ") + what +
+                 " of a block overflows binary16 (values beyond ~4e6)");
     ++h;
   }
-  if (h >= 0x7c00) data_error(std::string("quantize: the ") + what + " of a block overflows binary16 (values beyond ~4e6)");
+  if (h >= 0x7c00)
+    data_error(std::string("quantize: the ") + what + " of a block overflows binary16 (values beyond ~4e6)");
   return h;
 }
 
@@ -123,7 +129,9 @@ void check_finite(const float* x, int64_t n) {
     if (!std::isfinite(x[i])) data_error("quantize: value " + std::to_string(i) + " is not finite");
 }
 
-void put_half(unsigned char* p, uint16_t h) { std::memcpy(p, &h, 2); }
+void put_half(unsigned char* p, uint16_t h) {
+  std::memcpy(p, &h, 2);
+}
 
 // The code L in [lo, hi] whose reconstruction rec(L) is nearest to x, starting from the rounded guess.
 template <class Rec>
@@ -145,7 +153,8 @@ void quant_q8_0(const float* x, unsigned char* b, int64_t nb) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_half(b, float_to_f16(d));
-    for (int j = 0; j < QK; ++j) b[2 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::round(x[j] * id)));
+    for (int j = 0; j < QK; ++j)
+      b[2 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::round(x[j] * id)));
   }
 }
 
@@ -172,7 +181,8 @@ void quant_q4_k(const float* x, unsigned char* b, int64_t nb) {
     float max_min = 0;
     for (int j = 0; j < 8; ++j) {
       lo[j] = 0.0f, hi[j] = -INFINITY;
-      for (int l = 0; l < 32; ++l) lo[j] = std::min(lo[j], x[32 * j + l]), hi[j] = std::max(hi[j], x[32 * j + l]);
+      for (int l = 0; l < 32; ++l)
+        lo[j] = std::min(lo[j], x[32 * j + l]), hi[j] = std::max(hi[j], x[32 * j + l]);
       max_min = std::max(max_min, -lo[j]);
     }
     // Mins first (rounded up so that −dmin·m <= the sub-block's lowest value), then scales that reach
@@ -207,7 +217,8 @@ void quant_q4_k(const float* x, unsigned char* b, int64_t nb) {
       const float s = d * float(ls[j]), m = m_eff[j];
       for (int l = 0; l < 32; ++l) {
         const float v = x[32 * j + l];
-        L[32 * j + l] = s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, 15, [&](int q) { return s * float(q) - m; })) : 0;
+        L[32 * j + l] =
+            s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, 15, [&](int q) { return s * float(q) - m; })) : 0;
       }
     }
     unsigned char* qs = b + kQ4K_qs;
@@ -242,7 +253,8 @@ void quant_q6_k(const float* x, unsigned char* b, int64_t nb) {
     unsigned char* qh = b + kQ6K_qh;
     for (int n = 0; n < 2; ++n) {
       for (int l = 0; l < 32; ++l) {
-        const uint8_t q1 = Q[128 * n + l], q2 = Q[128 * n + l + 32], q3 = Q[128 * n + l + 64], q4 = Q[128 * n + l + 96];
+        const uint8_t q1 = Q[128 * n + l], q2 = Q[128 * n + l + 32], q3 = Q[128 * n + l + 64],
+                      q4 = Q[128 * n + l + 96];
         ql[64 * n + l] = uint8_t((q1 & 15) | ((q3 & 15) << 4));
         ql[64 * n + l + 32] = uint8_t((q2 & 15) | ((q4 & 15) << 4));
         qh[32 * n + l] = uint8_t((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
@@ -257,27 +269,48 @@ void quant_q6_k(const float* x, unsigned char* b, int64_t nb) {
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
   switch (type) {
-    case 0: return GgmlTypeTraits{"F32", 1, 4, true};
-    case 1: return GgmlTypeTraits{"F16", 1, 2, true};
-    case 2: return GgmlTypeTraits{"Q4_0", 32, 18, true};
-    case 3: return GgmlTypeTraits{"Q4_1", 32, 20, false};
-    case 6: return GgmlTypeTraits{"Q5_0", 32, 22, false};
-    case 7: return GgmlTypeTraits{"Q5_1", 32, 24, false};
-    case 8: return GgmlTypeTraits{"Q8_0", 32, 34, true};
-    case 9: return GgmlTypeTraits{"Q8_1", 32, 36, false};
-    case 10: return GgmlTypeTraits{"Q2_K", 256, 84, false};
-    case 11: return GgmlTypeTraits{"Q3_K", 256, 110, false};
-    case 12: return GgmlTypeTraits{"Q4_K", 256, 144, true};
-    case 13: return GgmlTypeTraits{"Q5_K", 256, 176, false};
-    case 14: return GgmlTypeTraits{"Q6_K", 256, 210, true};
-    case 15: return GgmlTypeTraits{"Q8_K", 256, 292, false};
-    case 24: return GgmlTypeTraits{"I8", 1, 1, false};
-    case 25: return GgmlTypeTraits{"I16", 1, 2, false};
-    case 26: return GgmlTypeTraits{"I32", 1, 4, false};
-    case 27: return GgmlTypeTraits{"I64", 1, 8, false};
-    case 28: return GgmlTypeTraits{"F64", 1, 8, false};
-    case 30: return GgmlTypeTraits{"BF16", 1, 2, true};
-    default: return std::nullopt;
+    case 0:
+      return GgmlTypeTraits{"F32", 1, 4, true};
+    case 1:
+      return GgmlTypeTraits{"F16", 1, 2, true};
+    case 2:
+      return GgmlTypeTraits{"Q4_0", 32, 18, true};
+    case 3:
+      return GgmlTypeTraits{"Q4_1", 32, 20, false};
+    case 6:
+      return GgmlTypeTraits{"Q5_0", 32, 22, false};
+    case 7:
+      return GgmlTypeTraits{"Q5_1", 32, 24, false};
+    case 8:
+      return GgmlTypeTraits{"Q8_0", 32, 34, true};
+    case 9:
+      return GgmlTypeTraits{"Q8_1", 32, 36, false};
+    case 10:
+      return GgmlTypeTraits{"Q2_K", 256, 84, false};
+    case 11:
+      return GgmlTypeTraits{"Q3_K", 256, 110, false};
+    case 12:
+      return GgmlTypeTraits{"Q4_K", 256, 144, true};
+    case 13:
+      return GgmlTypeTraits{"Q5_K", 256, 176, false};
+    case 14:
+      return GgmlTypeTraits{"Q6_K", 256, 210, true};
+    case 15:
+      return GgmlTypeTraits{"Q8_K", 256, 292, false};
+    case 24:
+      return GgmlTypeTraits{"I8", 1, 1, false};
+    case 25:
+      return GgmlTypeTraits{"I16", 1, 2, false};
+    case 26:
+      return GgmlTypeTraits{"I32", 1, 4, false};
+    case 27:
+      return GgmlTypeTraits{"I64", 1, 8, false};
+    case 28:
+      return GgmlTypeTraits{"F64", 1, 8, false};
+    case 30:
+      return GgmlTypeTraits{"BF16", 1, 2, true};
+    default:
+      return std::nullopt;
   }
 }
 
@@ -289,8 +322,8 @@ std::string ggml_type_name(GgmlType t) {
 std::optional<GgmlType> parse_ggml_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                     GgmlType::Q6_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_K, GgmlType::Q6_K})
     if (u == ggml_type_name(t)) return t;
   return std::nullopt;
 }
@@ -304,27 +337,41 @@ std::size_t ggml_row_size(GgmlType t, int64_t n) {
 void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
   const auto* p = static_cast<const unsigned char*>(src);
   switch (t) {
-    case GgmlType::F32: std::memcpy(y, p, std::size_t(n) * 4); return;
+    case GgmlType::F32:
+      std::memcpy(y, p, std::size_t(n) * 4);
+      return;
     case GgmlType::F16:
       for (int64_t i = 0; i < n; ++i) y[i] = f16_to_float(load_le<uint16_t>(p + 2 * i));
       return;
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(load_le<uint16_t>(p + 2 * i));
       return;
-    case GgmlType::Q8_0: rows_q8_0(p, y, n / QK); return;
-    case GgmlType::Q4_0: rows_q4_0(p, y, n / QK); return;
-    case GgmlType::Q4_K: rows_q4_k(p, y, n / QK_K); return;
-    case GgmlType::Q6_K: rows_q6_k(p, y, n / QK_K); return;
-    default: unsupported(t, "dequantizer");
+    case GgmlType::Q8_0:
+      rows_q8_0(p, y, n / QK);
+      return;
+    case GgmlType::Q4_0:
+      rows_q4_0(p, y, n / QK);
+      return;
+    case GgmlType::Q4_K:
+      rows_q4_k(p, y, n / QK_K);
+      return;
+    case GgmlType::Q6_K:
+      rows_q6_k(p, y, n / QK_K);
+      return;
+    default:
+      unsupported(t, "dequantizer");
   }
 }
 
 float dequantize_value(GgmlType t, const void* src, int64_t i) {
   const auto* p = static_cast<const unsigned char*>(src);
   switch (t) {
-    case GgmlType::F32: return load_le<float>(p + 4 * i);
-    case GgmlType::F16: return f16_to_float(load_le<uint16_t>(p + 2 * i));
-    case GgmlType::BF16: return bf16_to_float(load_le<uint16_t>(p + 2 * i));
+    case GgmlType::F32:
+      return load_le<float>(p + 4 * i);
+    case GgmlType::F16:
+      return f16_to_float(load_le<uint16_t>(p + 2 * i));
+    case GgmlType::BF16:
+      return bf16_to_float(load_le<uint16_t>(p + 2 * i));
     case GgmlType::Q8_0: {  // block i/32, value i%32: d · qs
       const unsigned char* b = p + std::size_t(i / QK) * kQ8_0;
       return float(int8_t(b[2 + i % QK])) * half_at(b);
@@ -344,7 +391,8 @@ float dequantize_value(GgmlType t, const void* src, int64_t i) {
       scale_min_k4(j, b + kQ4K_scales, &sc, &m);
       return half_at(b) * float(sc) * float(q) - half_at(b + 2) * float(m);
     }
-    case GgmlType::Q6_K: {  // half n of 128; quarter r/32 picks ql's nibble (low for 0,1) and qh's 2-bit field
+    case GgmlType::Q6_K: {  // half n of 128; quarter r/32 picks ql's nibble (low for 0,1) and qh's 2-bit
+                            // field
       const unsigned char* b = p + std::size_t(i / QK_K) * kQ6_K;
       const int e = int(i % QK_K), n = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
       const unsigned char lo_byte = b[64 * n + l + (quarter % 2) * 32];
@@ -354,7 +402,8 @@ float dequantize_value(GgmlType t, const void* src, int64_t i) {
       const auto scale = int8_t(b[kQ6K_scales + e / 16]);
       return half_at(b + kQ6K_d) * float(scale) * float(q);
     }
-    default: unsupported(t, "dequantizer");
+    default:
+      unsupported(t, "dequantizer");
   }
 }
 
@@ -362,18 +411,29 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
   auto* p = static_cast<unsigned char*>(dst);
   if (t != GgmlType::F32) check_finite(x, n);
   switch (t) {
-    case GgmlType::F32: std::memcpy(p, x, std::size_t(n) * 4); return;
+    case GgmlType::F32:
+      std::memcpy(p, x, std::size_t(n) * 4);
+      return;
     case GgmlType::F16:
       for (int64_t i = 0; i < n; ++i) put_half(p + 2 * i, float_to_f16(x[i]));
       return;
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) put_half(p + 2 * i, float_to_bf16(x[i]));
       return;
-    case GgmlType::Q8_0: quant_q8_0(x, p, n / QK); return;
-    case GgmlType::Q4_0: quant_q4_0(x, p, n / QK); return;
-    case GgmlType::Q4_K: quant_q4_k(x, p, n / QK_K); return;
-    case GgmlType::Q6_K: quant_q6_k(x, p, n / QK_K); return;
-    default: unsupported(t, "quantizer");
+    case GgmlType::Q8_0:
+      quant_q8_0(x, p, n / QK);
+      return;
+    case GgmlType::Q4_0:
+      quant_q4_0(x, p, n / QK);
+      return;
+    case GgmlType::Q4_K:
+      quant_q4_k(x, p, n / QK_K);
+      return;
+    case GgmlType::Q6_K:
+      quant_q6_k(x, p, n / QK_K);
+      return;
+    default:
+      unsupported(t, "quantizer");
   }
 }
 

@@ -10,10 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
@@ -28,17 +27,19 @@ using io::GgmlType;
 constexpr int32_t kTokenNormal = 1, kTokenControl = 3, kTokenUnused = 5;  // llama.cpp's TokenType
 const char* const kEndOfText = "<|endoftext|>";
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.rfind(p, 0) == 0;
+}
 
 // HF GPT-2 name -> (GGUF name, whether llama.cpp's converter transposes it).
 std::pair<std::string, bool> gguf_name(const std::string& hf) {
   static const std::map<std::string, std::pair<std::string, bool>> block = {
-      {"ln_1.weight", {"attn_norm.weight", false}},      {"ln_1.bias", {"attn_norm.bias", false}},
-      {"attn.c_attn.weight", {"attn_qkv.weight", true}}, {"attn.c_attn.bias", {"attn_qkv.bias", false}},
+      {"ln_1.weight", {"attn_norm.weight", false}},         {"ln_1.bias", {"attn_norm.bias", false}},
+      {"attn.c_attn.weight", {"attn_qkv.weight", true}},    {"attn.c_attn.bias", {"attn_qkv.bias", false}},
       {"attn.c_proj.weight", {"attn_output.weight", true}}, {"attn.c_proj.bias", {"attn_output.bias", false}},
-      {"ln_2.weight", {"ffn_norm.weight", false}},       {"ln_2.bias", {"ffn_norm.bias", false}},
-      {"mlp.c_fc.weight", {"ffn_up.weight", true}},      {"mlp.c_fc.bias", {"ffn_up.bias", false}},
-      {"mlp.c_proj.weight", {"ffn_down.weight", true}},  {"mlp.c_proj.bias", {"ffn_down.bias", false}},
+      {"ln_2.weight", {"ffn_norm.weight", false}},          {"ln_2.bias", {"ffn_norm.bias", false}},
+      {"mlp.c_fc.weight", {"ffn_up.weight", true}},         {"mlp.c_fc.bias", {"ffn_up.bias", false}},
+      {"mlp.c_proj.weight", {"ffn_down.weight", true}},     {"mlp.c_proj.bias", {"ffn_down.bias", false}},
   };
   if (hf == "wte.weight") return {"token_embd.weight", false};
   if (hf == "wpe.weight") return {"position_embd.weight", false};
@@ -61,18 +62,28 @@ std::vector<uint64_t> gguf_ne(const ParamSpec& s, bool transposed) {
 
 uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
   switch (t) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q4_K: return 14;  // MOSTLY_Q4_K_S: every quantized tensor Q4_K
-    case GgmlType::Q6_K: return 18;
-    case GgmlType::BF16: return 32;
-    default: return 0;
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q4_K:
+      return 14;  // MOSTLY_Q4_K_S: every quantized tensor Q4_K
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::BF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
-int64_t block_of(GgmlType t) { return io::ggml_type_traits(uint32_t(t))->block_size; }
+int64_t block_of(GgmlType t) {
+  return io::ggml_type_traits(uint32_t(t))->block_size;
+}
 
 // Lines of merges.txt (without the "#version" line) of a tokenizer, via its own writer.
 std::vector<std::string> tokenizer_merges(const Tokenizer& tok, const fs::path& dir) {
@@ -90,7 +101,8 @@ struct ScratchDir {
   fs::path path;
   ScratchDir() {
     static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("qkv-gguf-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("qkv-gguf-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::error_code ec;
     fs::remove_all(path, ec);
     fs::create_directories(path, ec);
@@ -130,8 +142,8 @@ void check_finite(const GPT2& m, const std::string& file) {
     const float* p = m.params.data() + s.offset;
     for (int64_t i = 0; i < s.numel; i++)
       if (!std::isfinite(p[i]))
-        data_error(file + ": tensor " + s.name + " holds " + (std::isnan(p[i]) ? "NaN" : "Inf") + " at flat index " +
-                   std::to_string(i) + "; refusing to compute with it");
+        data_error(file + ": tensor " + s.name + " holds " + (std::isnan(p[i]) ? "NaN" : "Inf") +
+                   " at flat index " + std::to_string(i) + "; refusing to compute with it");
   }
 }
 
@@ -147,8 +159,9 @@ io::GgmlType gguf_gpt2_tensor_type(io::GgmlType requested, uint64_t ne0) {
   return GgmlType::F16;
 }
 
-std::vector<GgufTensorChoice> save_gguf_gpt2(const GPT2& model, const Tokenizer* tokenizer, const std::string& path,
-                                             io::GgmlType type, const std::string& name) {
+std::vector<GgufTensorChoice> save_gguf_gpt2(const GPT2& model, const Tokenizer* tokenizer,
+                                             const std::string& path, io::GgmlType type,
+                                             const std::string& name) {
   const GPT2Config& c = model.config;
   io::GgufMetadata md(path);
   md.set("general.architecture", std::string("gpt2"));
@@ -166,8 +179,8 @@ std::vector<GgufTensorChoice> save_gguf_gpt2(const GPT2& model, const Tokenizer*
   if (tokenizer) {
     const int n_tok = tokenizer->vocab_size();
     if (n_tok > c.vocab_size)
-      data_error(path + ": the tokenizer has " + std::to_string(n_tok) + " tokens, more than the model's vocab_size " +
-                 std::to_string(c.vocab_size));
+      data_error(path + ": the tokenizer has " + std::to_string(n_tok) +
+                 " tokens, more than the model's vocab_size " + std::to_string(c.vocab_size));
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
     int eot = -1;
@@ -226,7 +239,8 @@ GPT2 load_gguf_gpt2(const std::string& path) {
   const io::GgufMetadata& md = f.metadata();
   const std::string& arch = md.get_string("general.architecture");
   if (arch != "gpt2")
-    data_error(path + ": key 'general.architecture' is '" + arch + "'; qkv loads GGUF files of architecture gpt2 only");
+    data_error(path + ": key 'general.architecture' is '" + arch +
+               "'; qkv loads GGUF files of architecture gpt2 only");
   constexpr int64_t kMax = 1 << 24;
   GPT2Config c;
   c.n_layer = int(md.get_int_in("gpt2.block_count", 1, 4096));
@@ -241,8 +255,9 @@ GPT2 load_gguf_gpt2(const std::string& path) {
   }
   const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
   if (emb.ne.size() != 2 || emb.ne[0] != uint64_t(c.n_embd) || emb.ne[1] == 0 || emb.ne[1] > uint64_t(kMax))
-    data_error(path + ": tensor 'token_embd.weight' has ne " + shape_string(std::vector<int64_t>(emb.ne.begin(), emb.ne.end())) +
-               ", expected [" + std::to_string(c.n_embd) + ", vocab_size]");
+    data_error(path + ": tensor 'token_embd.weight' has ne " +
+               shape_string(std::vector<int64_t>(emb.ne.begin(), emb.ne.end())) + ", expected [" +
+               std::to_string(c.n_embd) + ", vocab_size]");
   c.vocab_size = int(emb.ne[1]);
   c.validate(path);
 
@@ -289,13 +304,17 @@ GPT2 load_gguf_gpt2(const std::string& path) {
       for (int64_t i = 0; i < in; ++i) dst[i * out + o] = buf[size_t(o * in + i)];
   }
   if (const io::GgufTensorInfo* out = f.find("output.weight")) {  // tied unembedding: accept a true copy only
-    if (out->ne != emb.ne) data_error(path + ": tensor 'output.weight' has a different shape than 'token_embd.weight'");
+    if (out->ne != emb.ne)
+      data_error(path + ": tensor 'output.weight' has a different shape than 'token_embd.weight'");
     if (!io::ggml_type_traits(uint32_t(out->type))->supported)
-      data_error(path + ": tensor 'output.weight' has type " + io::ggml_type_name(out->type) + ", which qkv does not dequantize");
+      data_error(path + ": tensor 'output.weight' has type " + io::ggml_type_name(out->type) +
+                 ", which qkv does not dequantize");
     buf.resize(size_t(out->numel()));
     f.read_f32(*out, buf.data());
     if (!std::equal(buf.begin(), buf.end(), m.params.begin() + m.wte))
-      data_error(path + ": tensor 'output.weight' differs from 'token_embd.weight'; qkv supports GPT-2's tied unembedding only");
+      data_error(path +
+                 ": tensor 'output.weight' differs from 'token_embd.weight'; qkv supports GPT-2's tied "
+                 "unembedding only");
   }
   std::string types;
   for (const auto& [n, k] : type_count) types += (types.empty() ? "" : ", ") + std::to_string(k) + " " + n;
@@ -309,7 +328,8 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
   if (!md.has("tokenizer.ggml.model")) return std::nullopt;
   const std::string& model = md.get_string("tokenizer.ggml.model");
   if (model != "gpt2")
-    data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + model + "'; qkv reads the gpt2 (byte-level BPE) tokenizer only");
+    data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + model +
+               "'; qkv reads the gpt2 (byte-level BPE) tokenizer only");
   std::vector<std::string> tokens = md.get_string_array("tokenizer.ggml.tokens");
   if (md.has("tokenizer.ggml.token_type")) {
     const io::GgufArray& types = md.get_array("tokenizer.ggml.token_type", io::GgufType::INT32);
@@ -326,18 +346,21 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
   std::string vocab = "{\n";
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (!valid_json_string(tokens[i]))
-      data_error(f.path() + ": key 'tokenizer.ggml.tokens': token " + std::to_string(i) + " is not valid UTF-8");
+      data_error(f.path() + ": key 'tokenizer.ggml.tokens': token " + std::to_string(i) +
+                 " is not valid UTF-8");
     if (!seen.insert(tokens[i]).second)
       data_error(f.path() + ": key 'tokenizer.ggml.tokens': token " + std::to_string(i) + " " +
-                 nlohmann::json(tokens[i]).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + " appears twice");
-    vocab += "  " + nlohmann::json(tokens[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict) + ": " +
-             std::to_string(i) + (i + 1 < tokens.size() ? ",\n" : "\n");
+                 nlohmann::json(tokens[i]).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
+                 " appears twice");
+    vocab += "  " + nlohmann::json(tokens[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict) +
+             ": " + std::to_string(i) + (i + 1 < tokens.size() ? ",\n" : "\n");
   }
   vocab += "}\n";
   std::string merges_txt = "#version: 0.2\n";
   for (size_t i = 0; i < merges.size(); ++i) {
     if (merges[i].find('\n') != std::string::npos || merges[i].find('\r') != std::string::npos)
-      data_error(f.path() + ": key 'tokenizer.ggml.merges': merge " + std::to_string(i) + " contains a line break");
+      data_error(f.path() + ": key 'tokenizer.ggml.merges': merge " + std::to_string(i) +
+                 " contains a line break");
     merges_txt += merges[i] + "\n";
   }
   ScratchDir scratch;
@@ -348,12 +371,16 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
     return Tokenizer::from_files(vj, mt);
   } catch (const Error& e) {  // name the GGUF, not the scratch files
     std::string what = e.what();
-    for (const auto& [tmp, key] : {std::pair{vj, "tokenizer.ggml.tokens"}, std::pair{mt, "tokenizer.ggml.merges"}})
-      if (auto p = what.find(tmp); p != std::string::npos) what.replace(p, tmp.size(), f.path() + ": key '" + key + "'");
+    for (const auto& [tmp, key] :
+         {std::pair{vj, "tokenizer.ggml.tokens"}, std::pair{mt, "tokenizer.ggml.merges"}})
+      if (auto p = what.find(tmp); p != std::string::npos)
+        what.replace(p, tmp.size(), f.path() + ": key '" + key + "'");
     data_error(what);
   }
 }
 
-std::optional<Tokenizer> gguf_tokenizer(const std::string& path) { return gguf_tokenizer(io::GgufFile::open(path)); }
+std::optional<Tokenizer> gguf_tokenizer(const std::string& path) {
+  return gguf_tokenizer(io::GgufFile::open(path));
+}
 
 }  // namespace qkv

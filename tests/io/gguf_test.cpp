@@ -1,6 +1,8 @@
 // GGUF: the (de)quantizers against their element-wise twins and hand-built blocks, the quantizers'
 // stated bounds, reader/writer round trips (all 13 value types, nested arrays, every tensor type,
 // alignment), and every malformed-file case docs/robustness.md lists.
+#include "qkv/io/gguf.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <random>
 
 #include "io/io_test_util.hpp"
-#include "qkv/io/gguf.hpp"
 #include "qkv/io/half.hpp"
 
 namespace qkv::io {
@@ -17,10 +18,12 @@ namespace {
 
 using test::TempDir;
 
-const GgmlType kSupported[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
 
-int64_t block(GgmlType t) { return ggml_type_traits(uint32_t(t))->block_size; }
+int64_t block(GgmlType t) {
+  return ggml_type_traits(uint32_t(t))->block_size;
+}
 
 bool same_bits_or_both_nan(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
@@ -43,7 +46,8 @@ TEST(GgufQuant, FastRowEqualsElementwiseTwinOnRandomBytes) {
       dequantize_row(t, bytes.data(), fast.data(), n);
       for (int64_t i = 0; i < n; ++i)
         ASSERT_TRUE(same_bits_or_both_nan(fast[size_t(i)], dequantize_value(t, bytes.data(), i)))
-            << ggml_type_name(t) << " value " << i << ": " << fast[size_t(i)] << " vs " << dequantize_value(t, bytes.data(), i);
+            << ggml_type_name(t) << " value " << i << ": " << fast[size_t(i)] << " vs "
+            << dequantize_value(t, bytes.data(), i);
     }
   }
 }
@@ -83,8 +87,8 @@ TEST(GgufQuant, HandBuiltQ4_0Block) {
   float y[32];
   dequantize_row(GgmlType::Q4_0, b, y, 32);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], 2.0f * float(j - 8)) << j;             // low nibbles: values 0..15
-    EXPECT_EQ(y[j + 16], 2.0f * float(15 - j - 8)) << j;   // high nibbles: values 16..31
+    EXPECT_EQ(y[j], 2.0f * float(j - 8)) << j;            // low nibbles: values 0..15
+    EXPECT_EQ(y[j + 16], 2.0f * float(15 - j - 8)) << j;  // high nibbles: values 16..31
   }
 }
 
@@ -104,7 +108,8 @@ TEST(GgufQuant, HandBuiltQ4_KBlock) {
   }
   unsigned char* qs = b + 16;
   for (int c = 0; c < 4; ++c)
-    for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<unsigned char>(((64 * c + l) % 16) | (((64 * c + 32 + l) % 16) << 4));
+    for (int l = 0; l < 32; ++l)
+      qs[32 * c + l] = static_cast<unsigned char>(((64 * c + l) % 16) | (((64 * c + 32 + l) % 16) << 4));
   float y[256];
   dequantize_row(GgmlType::Q4_K, b, y, 256);
   for (int e = 0; e < 256; ++e) {
@@ -120,10 +125,12 @@ TEST(GgufQuant, HandBuiltQ6_KBlock) {
   for (int e = 0; e < 256; ++e) q[e] = (7 * e) % 64;
   for (int n = 0; n < 2; ++n)
     for (int l = 0; l < 32; ++l) {
-      const int q1 = q[128 * n + l], q2 = q[128 * n + l + 32], q3 = q[128 * n + l + 64], q4 = q[128 * n + l + 96];
+      const int q1 = q[128 * n + l], q2 = q[128 * n + l + 32], q3 = q[128 * n + l + 64],
+                q4 = q[128 * n + l + 96];
       b[64 * n + l] = static_cast<unsigned char>((q1 & 15) | ((q3 & 15) << 4));
       b[64 * n + l + 32] = static_cast<unsigned char>((q2 & 15) | ((q4 & 15) << 4));
-      b[128 + 32 * n + l] = static_cast<unsigned char>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      b[128 + 32 * n + l] =
+          static_cast<unsigned char>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
     }
   for (int j = 0; j < 16; ++j) b[192 + j] = static_cast<unsigned char>(int8_t(j - 8));
   put_half(b + 208, 0.25f);
@@ -149,7 +156,8 @@ TEST(GgufQuant, Q8_0MatchesGgmlReference) {
 }
 
 TEST(GgufQuant, Q4_0MatchesGgmlReference) {
-  // x_j = j - 16: the largest magnitude is -16 (first), so d = -16 / -8 = 2 and q_j = min(15, (int)((j-16)/2 + 8.5)).
+  // x_j = j - 16: the largest magnitude is -16 (first), so d = -16 / -8 = 2 and q_j = min(15, (int)((j-16)/2
+  // + 8.5)).
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = float(j - 16);
   unsigned char b[18];
@@ -181,23 +189,34 @@ TEST(GgufQuant, AllZeroBlocksStayZero) {
 // The bound each type states (include/qkv/io/gguf_quant.hpp), per block, from the original values.
 double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const unsigned char* block) {
   double amax = 0, lo = 0, hi = -INFINITY;
-  for (int64_t i = 0; i < len; ++i) amax = std::max(amax, double(std::fabs(x[b0 + i]))), lo = std::min(lo, double(x[b0 + i])), hi = std::max(hi, double(x[b0 + i]));
+  for (int64_t i = 0; i < len; ++i)
+    amax = std::max(amax, double(std::fabs(x[b0 + i]))), lo = std::min(lo, double(x[b0 + i])),
+    hi = std::max(hi, double(x[b0 + i]));
   auto half = [&](size_t off) {
     uint16_t h;
     std::memcpy(&h, block + off, 2);
     return double(f16_to_float(h));
   };
   switch (t) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return amax * std::ldexp(1.0, -11) + 6e-8;
-    case GgmlType::BF16: return amax * std::ldexp(1.0, -8);
-    // d/2, plus 127 × d's fp16 rounding (relative 2^-11, or 2^-25 absolute where d is subnormal or underflows)
-    case GgmlType::Q8_0: return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return amax * std::ldexp(1.0, -11) + 6e-8;
+    case GgmlType::BF16:
+      return amax * std::ldexp(1.0, -8);
+    // d/2, plus 127 × d's fp16 rounding (relative 2^-11, or 2^-25 absolute where d is subnormal or
+    // underflows)
+    case GgmlType::Q8_0:
+      return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
     // one step (the clamp at +7) plus 7 × d's fp16 rounding (relative 2^-11), or 8 × 2^-25 absolute
-    case GgmlType::Q4_0: return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
-    case GgmlType::Q4_K: return 0.5 * ((hi - lo) / 15 + half(0) + half(2) / 15) * (1 + 1e-5) + 1e-30;
-    case GgmlType::Q6_K: return 0.5 * (amax / 31 + half(208)) * (1 + 1e-5) + 1e-30;
-    default: return 0;
+    case GgmlType::Q4_0:
+      return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
+    case GgmlType::Q4_K:
+      return 0.5 * ((hi - lo) / 15 + half(0) + half(2) / 15) * (1 + 1e-5) + 1e-30;
+    case GgmlType::Q6_K:
+      return 0.5 * (amax / 31 + half(208)) * (1 + 1e-5) + 1e-30;
+    default:
+      return 0;
   }
 }
 
@@ -210,11 +229,11 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
       std::vector<float> x(1024);
       for (size_t i = 0; i < x.size(); ++i) {
         float v = g(rng);
-        if (kind == 1) v = std::fabs(v) + 3.0f;     // all positive, away from 0
-        if (kind == 2) v = -std::fabs(v) - 3.0f;    // all negative
-        if (kind == 3) v *= 1e-6f;                  // tiny (fp16 subnormal scales)
+        if (kind == 1) v = std::fabs(v) + 3.0f;   // all positive, away from 0
+        if (kind == 2) v = -std::fabs(v) - 3.0f;  // all negative
+        if (kind == 3) v *= 1e-6f;                // tiny (fp16 subnormal scales)
         if (kind == 4) v *= 1000.0f;
-        if (kind == 5 && i % 97 == 0) v = 50.0f;    // outliers
+        if (kind == 5 && i % 97 == 0) v = 50.0f;  // outliers
         x[i] = v;
       }
       std::vector<unsigned char> q(ggml_row_size(t, 1024));
@@ -226,7 +245,8 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
         const int64_t bi = i / B, s0 = i / sub * sub;
         const double bound = stated_bound(t, x.data(), s0, sub, q.data() + size_t(bi) * tsz);
         ASSERT_LE(std::fabs(double(y[size_t(i)]) - double(x[size_t(i)])), bound)
-            << ggml_type_name(t) << " kind " << kind << " value " << i << " x " << x[size_t(i)] << " y " << y[size_t(i)];
+            << ggml_type_name(t) << " kind " << kind << " value " << i << " x " << x[size_t(i)] << " y "
+            << y[size_t(i)];
       }
     }
   }
@@ -305,7 +325,8 @@ TEST(GgufFile, RoundTripsEveryValueTypeAndTensorType) {
   EXPECT_EQ(f.metadata().get_float("f64"), 0.1);
   EXPECT_EQ(f.metadata().get_string_array("strings")[2], "ĠĠ");
   test::expect_data_error([&] { f.metadata().get_int("u64"); }, {p, "'u64'", "INT64_MAX"});
-  test::expect_data_error([&] { f.metadata().get_string("f32"); }, {p, "'f32'", "expected STRING, found FLOAT32"});
+  test::expect_data_error([&] { f.metadata().get_string("f32"); },
+                          {p, "'f32'", "expected STRING, found FLOAT32"});
   test::expect_data_error([&] { f.metadata().get_int("nope"); }, {p, "'nope'", "missing"});
   test::expect_data_error([&] { f.metadata().get_int_in("u8", 0, 10); }, {"'u8'", "200", "[0, 10]"});
 
@@ -324,7 +345,8 @@ TEST(GgufFile, RoundTripsEveryValueTypeAndTensorType) {
     std::vector<float> y(size_t(t.numel())), want(size_t(t.numel()));
     f.read_f32(t, y.data());
     for (int r = 0; r < 3; ++r)
-      dequantize_row(t.type, ts[k].data.data() + size_t(r) * ggml_row_size(t.type, 512), want.data() + r * 512, 512);
+      dequantize_row(t.type, ts[k].data.data() + size_t(r) * ggml_row_size(t.type, 512),
+                     want.data() + r * 512, 512);
     EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << t.name;
     if (t.type == GgmlType::F32) {
       EXPECT_EQ(0, std::memcmp(y.data(), src[k].data(), y.size() * 4));
@@ -349,7 +371,8 @@ TEST(GgufFile, CustomAlignmentPadsEveryTensor) {
   EXPECT_EQ(f.alignment(), 256u);
   EXPECT_EQ(f.data_offset() % 256, 0u);
   EXPECT_EQ(f.tensors()[1].offset, 256u);
-  EXPECT_EQ(test::read_raw(p).size(), f.data_offset() + 512);  // the last tensor is padded too, as llama.cpp does
+  EXPECT_EQ(test::read_raw(p).size(),
+            f.data_offset() + 512);  // the last tensor is padded too, as llama.cpp does
 }
 
 TEST(GgufFile, WriterRejectsBadTensors) {
@@ -357,9 +380,16 @@ TEST(GgufFile, WriterRejectsBadTensors) {
   std::vector<float> x(64, 0.0f);
   GgufMetadata md;
   auto w = [&](std::vector<GgufWriteTensor> ts) { write_gguf(tmp.path("w.gguf"), md, ts); };
-  test::expect_data_error([&] { w({make_gguf_tensor("a", GgmlType::F32, {2}, x.data()), make_gguf_tensor("a", GgmlType::F32, {2}, x.data())}); }, {"'a'", "twice"});
-  test::expect_data_error([&] { make_gguf_tensor("q", GgmlType::Q4_K, {64}, x.data()); }, {"'q'", "block size 256"});
-  test::expect_data_error([&] { w({make_gguf_tensor(std::string(64, 'n'), GgmlType::F32, {2}, x.data())}); }, {"names must be"});
+  test::expect_data_error(
+      [&] {
+        w({make_gguf_tensor("a", GgmlType::F32, {2}, x.data()),
+           make_gguf_tensor("a", GgmlType::F32, {2}, x.data())});
+      },
+      {"'a'", "twice"});
+  test::expect_data_error([&] { make_gguf_tensor("q", GgmlType::Q4_K, {64}, x.data()); },
+                          {"'q'", "block size 256"});
+  test::expect_data_error([&] { w({make_gguf_tensor(std::string(64, 'n'), GgmlType::F32, {2}, x.data())}); },
+                          {"names must be"});
   GgufWriteTensor bad = make_gguf_tensor("b", GgmlType::F32, {2}, x.data());
   bad.data.pop_back();
   test::expect_data_error([&] { w({bad}); }, {"'b'", "holds 7 bytes"});
@@ -421,7 +451,8 @@ void expect_bad(const std::string& bytes, std::initializer_list<std::string> fra
     EXPECT_EQ(e.kind(), ErrorKind::Data);
     const std::string what = e.what();
     EXPECT_NE(what.find(p), std::string::npos) << what;
-    for (const auto& f : fragments) EXPECT_NE(what.find(f), std::string::npos) << "missing '" << f << "' in: " << what;
+    for (const auto& f : fragments)
+      EXPECT_NE(what.find(f), std::string::npos) << "missing '" << f << "' in: " << what;
   }
 }
 
@@ -469,31 +500,45 @@ std::string file_with_kv(const std::function<void(Bytes&)>& kv, uint64_t n_kv = 
 }
 
 TEST(GgufMalformed, MetadataCases) {
-  expect_bad(file_with_kv([](Bytes& b) { b.put<uint64_t>(1ull << 40).s += std::string(20, 'k'); }), {"string length 1099511627776", "past the end"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(13).put<uint32_t>(0); }), {"'k'", "unknown value type 13"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(8).put<uint64_t>(100).s += "abc"; }), {"'k'", "string length 100"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(1ull << 62); }),
-             {"'k'", "array of 4611686018427387904 UINT32 values cannot fit"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(9).put<uint32_t>(77).put<uint64_t>(1); }), {"'k'", "unknown array element type 77"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(7).put<uint8_t>(2); }), {"'k'", "BOOL value 2"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(0).put<uint8_t>(1).str("k").put<uint32_t>(0).put<uint8_t>(1); }, 2),
+  expect_bad(file_with_kv([](Bytes& b) { b.put<uint64_t>(1ull << 40).s += std::string(20, 'k'); }),
+             {"string length 1099511627776", "past the end"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(13).put<uint32_t>(0); }),
+             {"'k'", "unknown value type 13"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(8).put<uint64_t>(100).s += "abc"; }),
+             {"'k'", "string length 100"});
+  expect_bad(
+      file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(1ull << 62); }),
+      {"'k'", "array of 4611686018427387904 UINT32 values cannot fit"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(9).put<uint32_t>(77).put<uint64_t>(1); }),
+             {"'k'", "unknown array element type 77"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(7).put<uint8_t>(2); }),
+             {"'k'", "BOOL value 2"});
+  expect_bad(file_with_kv(
+                 [](Bytes& b) {
+                   b.str("k").put<uint32_t>(0).put<uint8_t>(1).str("k").put<uint32_t>(0).put<uint8_t>(1);
+                 },
+                 2),
              {"'k'", "appears twice"});
   expect_bad(file_with_kv([](Bytes& b) { b.str("").put<uint32_t>(0).put<uint8_t>(1); }), {"empty key"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k\xff").put<uint32_t>(0).put<uint8_t>(1); }), {"not valid UTF-8"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k\xff").put<uint32_t>(0).put<uint8_t>(1); }),
+             {"not valid UTF-8"});
   expect_bad(file_with_kv([](Bytes& b) {
                b.str("k").put<uint32_t>(9);
                for (int i = 0; i < 40; ++i) b.put<uint32_t>(9).put<uint64_t>(1);
                b.put<uint32_t>(0).put<uint64_t>(0);
              }),
              {"'k'", "nested deeper than 16"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("general.alignment").put<uint32_t>(4).put<uint32_t>(48); }), {"'general.alignment'", "power of two"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("general.alignment").put<uint32_t>(4).put<uint32_t>(48); }),
+             {"'general.alignment'", "power of two"});
   expect_bad(file_with_kv([](Bytes& b) { b.str("general.alignment").put<uint32_t>(10).put<uint64_t>(64); }),
              {"'general.alignment'", "expected UINT32, found UINT64"});
-  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(12).put<uint32_t>(0); }), {"'k'", "truncated"});
+  expect_bad(file_with_kv([](Bytes& b) { b.str("k").put<uint32_t>(12).put<uint32_t>(0); }),
+             {"'k'", "truncated"});
 }
 
 TEST(GgufMalformed, TensorCases) {
-  expect_bad(file_with({{"a", {8}, 0, 0}, {"b", {8}, 0, 16}}, 64), {"'b'", "offset 16 is not a multiple of the alignment 32"});
+  expect_bad(file_with({{"a", {8}, 0, 0}, {"b", {8}, 0, 16}}, 64),
+             {"'b'", "offset 16 is not a multiple of the alignment 32"});
   expect_bad(file_with({{"a", {8}, 0, 0}, {"b", {16}, 0, 32}}, 64), {"'b'", "run past its end"});
   expect_bad(file_with({{"a", {16}, 0, 0}, {"b", {8}, 0, 32}}, 96), {"'a'", "'b'", "overlap"});
   expect_bad(file_with({{"a", {8}, 0, 1ull << 63}}, 64), {"'a'", "run past its end"});
@@ -516,7 +561,8 @@ TEST(GgufMalformed, UnsupportedTypeOpensButDoesNotDequantize) {
   test::write_raw(tmp.path("q5.gguf"), file_with({{"a", {256}, 13, 0}}, 192));  // Q5_K: 176 bytes
   const GgufFile f = GgufFile::open(tmp.path("q5.gguf"));
   std::vector<float> y(256);
-  test::expect_data_error([&] { f.read_f32(f.tensors()[0], y.data()); }, {"'a'", "Q5_K", "does not dequantize"});
+  test::expect_data_error([&] { f.read_f32(f.tensors()[0], y.data()); },
+                          {"'a'", "Q5_K", "does not dequantize"});
 }
 
 }  // namespace

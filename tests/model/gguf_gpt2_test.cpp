@@ -1,6 +1,8 @@
 // GPT-2 through llama.cpp's gpt2 GGUF: HF directory -> GGUF f32 -> the same parameters and logits bit
 // for bit; quantized files within each type's stated per-block bound; the tokenizer from the metadata
 // equal to the vocab.json/merges.txt one; bad files named.
+#include "qkv/io/gguf_gpt2.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 
 #include "qkv/error.hpp"
 #include "qkv/io/config_json.hpp"
-#include "qkv/io/gguf_gpt2.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/model.hpp"
 #include "qkv/model_files.hpp"
@@ -26,7 +27,8 @@ struct Tmp {
   fs::path dir;
   Tmp() {
     static int n = 0;
-    dir = fs::temp_directory_path() / ("qkv_gguf_gpt2_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    dir = fs::temp_directory_path() /
+          ("qkv_gguf_gpt2_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -66,7 +68,8 @@ TEST(GgufGpt2, F32RoundTripIsBitExact) {
   EXPECT_EQ(m1.config.n_embd, m0.config.n_embd);
   EXPECT_EQ(m1.config.vocab_size, m0.config.vocab_size);
   EXPECT_EQ(m1.config.n_inner, m0.config.n_inner);
-  EXPECT_EQ(m1.config.layer_norm_epsilon, m0.config.layer_norm_epsilon);  // stored as FLOAT32, read back as the shortest decimal
+  EXPECT_EQ(m1.config.layer_norm_epsilon,
+            m0.config.layer_norm_epsilon);  // stored as FLOAT32, read back as the shortest decimal
   ASSERT_EQ(m1.params.size(), m0.params.size());
   EXPECT_EQ(0, std::memcmp(m1.params.data(), m0.params.data(), m0.params.size() * 4));
   const auto a = logits_of(m0, kIds), b = logits_of(m1, kIds);
@@ -103,7 +106,8 @@ TEST(GgufGpt2, LlamaCppNamesLayoutAndMetadata) {
   const float* hf = m0.param("h.0.attn.c_attn.weight");
   double worst = 0;
   for (int o = 0; o < 768; o += 37)
-    for (int i = 0; i < 256; ++i) worst = std::max(worst, double(std::fabs(w[size_t(o * 256 + i)] - hf[i * 768 + o])));
+    for (int i = 0; i < 256; ++i)
+      worst = std::max(worst, double(std::fabs(w[size_t(o * 256 + i)] - hf[i * 768 + o])));
   EXPECT_LT(worst, 0.01);
 }
 
@@ -111,17 +115,25 @@ TEST(GgufGpt2, LlamaCppNamesLayoutAndMetadata) {
 // (include/qkv/io/gguf_quant.hpp), from the original weights.
 double block_bound(io::GgmlType t, const std::vector<float>& x) {
   double amax = 0, lo = 0, hi = -INFINITY;
-  for (float v : x) amax = std::max(amax, double(std::fabs(v))), lo = std::min(lo, double(v)), hi = std::max(hi, double(v));
+  for (float v : x)
+    amax = std::max(amax, double(std::fabs(v))), lo = std::min(lo, double(v)), hi = std::max(hi, double(v));
   switch (t) {
-    case io::GgmlType::F16: return amax * std::ldexp(1.0, -11) + 6e-8;
-    case io::GgmlType::BF16: return amax * std::ldexp(1.0, -8);
-    case io::GgmlType::Q8_0: return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
-    case io::GgmlType::Q4_0: return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
+    case io::GgmlType::F16:
+      return amax * std::ldexp(1.0, -11) + 6e-8;
+    case io::GgmlType::BF16:
+      return amax * std::ldexp(1.0, -8);
+    case io::GgmlType::Q8_0:
+      return amax / 254 + amax * std::ldexp(1.0, -11) + 127 * std::ldexp(1.0, -25);
+    case io::GgmlType::Q4_0:
+      return amax / 8 * (1 + std::ldexp(1.0, -8)) + 8 * std::ldexp(1.0, -25);
     // Q4_K / Q6_K: s/2 with s <= range/15 + d (resp. amax/31 + d); d <= max over the super-block of the
     // same quantity / 63 (127) rounded up in binary16, so s/2 <= (1/2 + 1/126) of the super-block's.
-    case io::GgmlType::Q4_K: return (hi - lo) / 15 * (0.5 + 1.0 / 63) * 1.01;
-    case io::GgmlType::Q6_K: return amax / 31 * (0.5 + 1.0 / 127) * 1.01;
-    default: return 0;
+    case io::GgmlType::Q4_K:
+      return (hi - lo) / 15 * (0.5 + 1.0 / 63) * 1.01;
+    case io::GgmlType::Q6_K:
+      return amax / 31 * (0.5 + 1.0 / 127) * 1.01;
+    default:
+      return 0;
   }
 }
 
@@ -130,8 +142,8 @@ TEST(GgufGpt2, QuantizedFilesStayWithinTheBlockBound) {
   const GPT2 m0 = load_model(make_hf_dir(tmp));
   const auto ref = logits_of(m0, kIds);
   double prev_err = -1;
-  for (io::GgmlType t : {io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0, io::GgmlType::Q6_K, io::GgmlType::Q4_K,
-                         io::GgmlType::Q4_0}) {
+  for (io::GgmlType t : {io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0, io::GgmlType::Q6_K,
+                         io::GgmlType::Q4_K, io::GgmlType::Q4_0}) {
     const std::string p = tmp("m_" + io::ggml_type_name(t) + ".gguf");
     save_gguf_gpt2(m0, nullptr, p, t);
     const GPT2 m1 = load_model(p);
@@ -166,14 +178,17 @@ TEST(GgufGpt2, QuantizedFilesStayWithinTheBlockBound) {
     // The logits move, and they move less for the finer types (f16 < bf16 < q8_0 < q6_k < q4_k, q4_0).
     const auto lg = logits_of(m1, kIds);
     double err = 0, scale = 0;
-    for (size_t i = 0; i < lg.size(); ++i) err = std::max(err, double(std::fabs(lg[i] - ref[i]))), scale = std::max(scale, double(std::fabs(ref[i])));
+    for (size_t i = 0; i < lg.size(); ++i)
+      err = std::max(err, double(std::fabs(lg[i] - ref[i]))),
+      scale = std::max(scale, double(std::fabs(ref[i])));
     EXPECT_GT(err, 0.0) << io::ggml_type_name(t);
     EXPECT_LT(err, 0.25 * scale) << io::ggml_type_name(t);
     if (t != io::GgmlType::Q4_0) {
       EXPECT_GT(err, prev_err) << io::ggml_type_name(t);
     }
     prev_err = std::max(prev_err, err);
-    std::cout << "[ gguf ] " << io::ggml_type_name(t) << ": max |Δlogit| " << err << " (max |logit| " << scale << ")\n";
+    std::cout << "[ gguf ] " << io::ggml_type_name(t) << ": max |Δlogit| " << err << " (max |logit| " << scale
+              << ")\n";
   }
 }
 
@@ -207,7 +222,8 @@ TEST(GgufGpt2, TokenizerFromMetadataEqualsTheFiles) {
   const Tokenizer tok = Tokenizer::from_dir(dir);
   Tmp tmp;
   GPT2Config c;
-  c.vocab_size = 50304, c.n_positions = 8, c.n_embd = 32, c.n_layer = 1, c.n_head = 2;  // padded vocab, like llm.c
+  c.vocab_size = 50304, c.n_positions = 8, c.n_embd = 32, c.n_layer = 1,
+  c.n_head = 2;  // padded vocab, like llm.c
   GPT2 m(c);
   init_gpt2(m, 1);
   save_gguf_gpt2(m, &tok, tmp("t.gguf"), io::GgmlType::F16);
@@ -223,10 +239,15 @@ TEST(GgufGpt2, TokenizerFromMetadataEqualsTheFiles) {
   ASSERT_TRUE(g.has_value());
   ASSERT_EQ(g->vocab_size(), tok.vocab_size());
   for (int i = 0; i < tok.vocab_size(); ++i) ASSERT_EQ(g->token_string(i), tok.token_string(i)) << i;
-  const std::vector<std::string> corpus = {
-      "Hello world", "The quick brown fox jumps over the lazy dog.", "  leading spaces\n\nand newlines\t tabs",
-      "naïve café — “quotes” 日本語のテキスト 🤖🚀", "it's we've they'll I'm you'd", "1234567890 3.14159 -42",
-      "<|endoftext|> is text here", "def f(x):\n    return x ** 2  # comment", "\xff\xfe invalid utf8 \xc3"};
+  const std::vector<std::string> corpus = {"Hello world",
+                                           "The quick brown fox jumps over the lazy dog.",
+                                           "  leading spaces\n\nand newlines\t tabs",
+                                           "naïve café — “quotes” 日本語のテキスト 🤖🚀",
+                                           "it's we've they'll I'm you'd",
+                                           "1234567890 3.14159 -42",
+                                           "<|endoftext|> is text here",
+                                           "def f(x):\n    return x ** 2  # comment",
+                                           "\xff\xfe invalid utf8 \xc3"};
   for (const auto& s : corpus) EXPECT_EQ(g->encode(s), tok.encode(s)) << s;
 }
 
@@ -238,8 +259,10 @@ TEST(GgufGpt2, BadTokenizerMetadataIsNamed) {
   base.push_back("ab");
   auto with_tokens = [&](std::vector<std::string> extra, int replace_at = -1) {
     std::vector<std::string> t = base;
-    if (replace_at >= 0) t[size_t(replace_at)] = extra[0];
-    else t.insert(t.end(), extra.begin(), extra.end());
+    if (replace_at >= 0)
+      t[size_t(replace_at)] = extra[0];
+    else
+      t.insert(t.end(), extra.begin(), extra.end());
     return io::gguf_string_array(t);
   };
   auto with = [&](const std::function<void(io::GgufMetadata&)>& edit) {
@@ -284,7 +307,8 @@ TEST(GgufGpt2, BadFilesAreNamed) {
   auto rewrite = [&](const std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)>& edit) {
     io::GgufMetadata md = f.metadata();
     std::vector<io::GgufWriteTensor> ts;
-    for (const auto& t : f.tensors()) ts.push_back({t.name, t.type, t.ne, std::vector<unsigned char>(t.data, t.data + t.nbytes)});
+    for (const auto& t : f.tensors())
+      ts.push_back({t.name, t.type, t.ne, std::vector<unsigned char>(t.data, t.data + t.nbytes)});
     edit(md, ts);
     io::write_gguf(tmp("bad.gguf"), md, ts);
   };
@@ -307,7 +331,8 @@ TEST(GgufGpt2, BadFilesAreNamed) {
   expect("'output_norm.bias'");
   rewrite([](auto&, auto& ts) { ts.push_back(ts[0]), ts.back().name = "extra.weight"; });
   expect("unexpected tensor 'extra.weight'");
-  rewrite([](auto&, auto& ts) { ts.push_back(ts[0]), ts.back().name = "output.weight", ts.back().data[5] ^= 1; });
+  rewrite(
+      [](auto&, auto& ts) { ts.push_back(ts[0]), ts.back().name = "output.weight", ts.back().data[5] ^= 1; });
   expect("'output.weight' differs from 'token_embd.weight'");
   rewrite([](auto&, auto& ts) {
     for (auto& t : ts)

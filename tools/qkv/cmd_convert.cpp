@@ -15,13 +15,14 @@ namespace fs = std::filesystem;
 namespace qkv::cli {
 namespace {
 
-void run_convert(const std::string& to, const std::string& type_arg, const std::string& in, const std::string& out,
-                 bool json) {
+void run_convert(const std::string& to, const std::string& type_arg, const std::string& in,
+                 const std::string& out, bool json) {
   if (to != "gguf") usage_error("--to " + to + ": qkv converts to gguf only");
   const auto type = io::parse_ggml_type(type_arg);
   if (!type) usage_error("--type " + type_arg + ": expected f32, f16, bf16, q8_0, q4_0, q4_k or q6_k");
   if (out.size() < 5 || out.compare(out.size() - 5, 5, ".gguf") != 0)
-    usage_error(out + ": the output name must end in .gguf (that is how qkv recognises the format when loading)");
+    usage_error(out +
+                ": the output name must end in .gguf (that is how qkv recognises the format when loading)");
   std::error_code ec;
   if (fs::exists(in, ec) && fs::exists(out, ec) && fs::equivalent(in, out, ec))
     usage_error(out + ": the output would overwrite the input");
@@ -33,7 +34,8 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   for (const auto& c : choices) ++counts[io::ggml_type_name(c.type)];
   if (json) {
     nlohmann::json t = nlohmann::json::array();
-    for (const auto& c : choices) t.push_back({{"name", c.name}, {"type", io::ggml_type_name(c.type)}, {"ne", c.ne}});
+    for (const auto& c : choices)
+      t.push_back({{"name", c.name}, {"type", io::ggml_type_name(c.type)}, {"ne", c.ne}});
     print_json({{"input", in},
                 {"output", out},
                 {"type", io::ggml_type_name(*type)},
@@ -48,7 +50,8 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
     for (size_t i = 0; i < c.ne.size(); ++i) ne += (i ? ", " : "") + std::to_string(c.ne[i]);
     t.add({c.name, io::ggml_type_name(c.type), "[" + ne + "]"});
   }
-  std::cout << t.str() << "wrote " << out << " (" << (ec ? 0 : size) << " bytes, " << choices.size() << " tensors:";
+  std::cout << t.str() << "wrote " << out << " (" << (ec ? 0 : size) << " bytes, " << choices.size()
+            << " tensors:";
   for (const auto& [n, k] : counts) std::cout << " " << k << " " << n;
   std::cout << "; tokenizer " << (tok ? std::to_string(tok->vocab_size()) + " tokens" : "none") << ")\n";
 }
@@ -89,20 +92,32 @@ void run_gguf_info(const std::string& path, bool json) {
   if (json) {
     nlohmann::json md = nlohmann::json::array(), ts = nlohmann::json::array();
     for (const auto& [k, v] : f.metadata().entries()) {
-      nlohmann::json e = {{"key", k}, {"type", uint32_t(v.type())}, {"type_name", io::gguf_type_name(v.type())}, {"value", value_json(v)}};
+      nlohmann::json e = {{"key", k},
+                          {"type", uint32_t(v.type())},
+                          {"type_name", io::gguf_type_name(v.type())},
+                          {"value", value_json(v)}};
       if (const auto* a = std::get_if<io::GgufArray>(&v.v)) e["element_type"] = uint32_t(a->type);
       md.push_back(e);
     }
     for (const auto& t : f.tensors())
-      ts.push_back({{"name", t.name}, {"type", uint32_t(t.type)}, {"type_name", io::ggml_type_name(t.type)}, {"ne", t.ne},
-                    {"offset", t.offset}, {"nbytes", t.nbytes}});
-    const nlohmann::json j = {{"path", path}, {"version", f.version()}, {"alignment", f.alignment()},
-                              {"data_offset", f.data_offset()}, {"metadata", md}, {"tensors", ts}};
+      ts.push_back({{"name", t.name},
+                    {"type", uint32_t(t.type)},
+                    {"type_name", io::ggml_type_name(t.type)},
+                    {"ne", t.ne},
+                    {"offset", t.offset},
+                    {"nbytes", t.nbytes}});
+    const nlohmann::json j = {{"path", path},
+                              {"version", f.version()},
+                              {"alignment", f.alignment()},
+                              {"data_offset", f.data_offset()},
+                              {"metadata", md},
+                              {"tensors", ts}};
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << path << ": GGUF v" << f.version() << ", alignment " << f.alignment() << ", data at byte " << f.data_offset()
-            << ", " << f.metadata().size() << " keys, " << f.tensors().size() << " tensors\n\n";
+  std::cout << path << ": GGUF v" << f.version() << ", alignment " << f.alignment() << ", data at byte "
+            << f.data_offset() << ", " << f.metadata().size() << " keys, " << f.tensors().size()
+            << " tensors\n\n";
   report::Table k({"key", "type", "value"});
   for (const auto& [key, v] : f.metadata().entries()) k.add({key, io::gguf_type_name(v.type()), preview(v)});
   std::cout << k.str() << "\n";
@@ -110,7 +125,8 @@ void run_gguf_info(const std::string& path, bool json) {
   for (const auto& x : f.tensors()) {
     std::string ne;
     for (size_t i = 0; i < x.ne.size(); ++i) ne += (i ? ", " : "") + std::to_string(x.ne[i]);
-    t.add({x.name, io::ggml_type_name(x.type), "[" + ne + "]", std::to_string(x.offset), std::to_string(x.nbytes)});
+    t.add({x.name, io::ggml_type_name(x.type), "[" + ne + "]", std::to_string(x.offset),
+           std::to_string(x.nbytes)});
   }
   std::cout << t.str();
 }
@@ -118,7 +134,8 @@ void run_gguf_info(const std::string& path, bool json) {
 }  // namespace
 
 void register_gguf_info(CLI::App& app) {
-  auto* cmd = app.add_subcommand("gguf-info", "A GGUF file's header, metadata (every key) and tensor table, as qkv reads it");
+  auto* cmd = app.add_subcommand(
+      "gguf-info", "A GGUF file's header, metadata (every key) and tensor table, as qkv reads it");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   cmd->add_option("FILE", *path, ".gguf file")->required();
@@ -129,16 +146,18 @@ void register_gguf_info(CLI::App& app) {
 QKV_COMMAND(27, register_gguf_info);
 
 void register_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand("convert", "Write a GPT-2 checkpoint as a llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
+  auto* cmd = app.add_subcommand(
+      "convert", "Write a GPT-2 checkpoint as a llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   cmd->add_option("--to", *to, "output format (gguf)");
-  cmd->add_option("--type", *type,
-                  "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (1-D tensors stay f32; "
-                  "rows not a whole number of blocks fall back: q4_k→q4_0→f16, q6_k→q8_0→f16)");
+  cmd->add_option(
+      "--type", *type,
+      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (1-D tensors stay f32; "
+      "rows not a whole number of blocks fall back: q4_k→q4_0→f16, q6_k→q8_0→f16)");
   cmd->add_option("IN", *in, "checkpoint: HF directory, .safetensors, .gguf or llm.c .bin")->required();
   cmd->add_option("OUT", *out, "output .gguf file (written atomically)")->required();
   cmd->add_flag("--json", *json, "JSON output");

@@ -16,7 +16,8 @@ namespace qkv::cli {
 namespace {
 
 const char* const kQuantities[] = {"q", "k", "v", "scores", "pattern"};
-const char* const kHooks[] = {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern"};
+const char* const kHooks[] = {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
+                              "attn.hook_pattern"};
 
 // ‖a − b‖ / ‖b‖ over head h's entries: [T, H, dh] tensors (q, k, v) or [H, T, T] (scores, pattern; the
 // masked −inf entries above the diagonal are skipped). 0 when both are 0.
@@ -59,17 +60,20 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
   const LoadedModel m = load_model_arg(a);
   const GPT2 ref = load_model(reference);
   const GPT2Config &c = m.model.config, &r = ref.config;
-  if (c.n_layer != r.n_layer || c.n_head != r.n_head || c.n_embd != r.n_embd || c.vocab_size != r.vocab_size ||
-      c.n_positions != r.n_positions || c.attn_only != r.attn_only)
-    usage_error("--reference " + reference + " has another shape than " + m.path + " (layers, heads, width, vocabulary, positions)");
-  const std::vector<int> ids = input_ids(m, a, "The quick brown fox jumps over the lazy dog because the dog was lazy.");
+  if (c.n_layer != r.n_layer || c.n_head != r.n_head || c.n_embd != r.n_embd ||
+      c.vocab_size != r.vocab_size || c.n_positions != r.n_positions || c.attn_only != r.attn_only)
+    usage_error("--reference " + reference + " has another shape than " + m.path +
+                " (layers, heads, width, vocabulary, positions)");
+  const std::vector<int> ids =
+      input_ids(m, a, "The quick brown fox jumps over the lazy dog because the dog was lazy.");
   Activations acts_q, acts_r;
   Trace tq, tr;
   forward(m.model, ids, acts_q, &tq);
   forward(ref, ids, acts_r, &tr);
   const int L = c.n_layer, H = c.n_head, T = int(ids.size()), V = c.vocab_size;
   // err[k][l][h]
-  std::vector<std::vector<std::vector<double>>> err(5, std::vector<std::vector<double>>(size_t(L), std::vector<double>(size_t(H))));
+  std::vector<std::vector<std::vector<double>>> err(
+      5, std::vector<std::vector<double>>(size_t(L), std::vector<double>(size_t(H))));
   for (int l = 0; l < L; ++l)
     for (int k = 0; k < 5; ++k) {
       const std::string hook = "blocks." + std::to_string(l) + "." + kHooks[k];
@@ -80,13 +84,15 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
   std::vector<double> kl(static_cast<size_t>(T));
   double kl_mean = 0;
   for (int t = 0; t < T; ++t) {
-    kl[size_t(t)] = kl_row(acts_r.logits.data() + size_t(t) * size_t(V), acts_q.logits.data() + size_t(t) * size_t(V), V);
+    kl[size_t(t)] =
+        kl_row(acts_r.logits.data() + size_t(t) * size_t(V), acts_q.logits.data() + size_t(t) * size_t(V), V);
     kl_mean += kl[size_t(t)] / T;
   }
 
   if (!svg.empty()) {
     report::GridSpec g;
-    g.title = std::filesystem::path(m.path).filename().string() + " vs " + std::filesystem::path(reference).filename().string() +
+    g.title = std::filesystem::path(m.path).filename().string() + " vs " +
+              std::filesystem::path(reference).filename().string() +
               ": relative error per head (rows layers, columns heads)";
     g.cols = 5;
     g.value_label = "‖x̂ − x‖ / ‖x‖";
@@ -134,16 +140,18 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
       for (int k = 0; k < 5; ++k) row.push_back(report::fmt_num(err[size_t(k)][size_t(l)][size_t(h)], 3));
       t.add(row);
     }
-  std::cout << t.str() << "\nKL(reference ‖ model) of the next-token distribution: mean " << report::fmt_num(kl_mean, 3)
-            << " nats over " << T << " positions, last position " << report::fmt_num(kl.back(), 3) << " nats\n";
+  std::cout << t.str() << "\nKL(reference ‖ model) of the next-token distribution: mean "
+            << report::fmt_num(kl_mean, 3) << " nats over " << T << " positions, last position "
+            << report::fmt_num(kl.back(), 3) << " nats\n";
   if (!svg.empty()) std::cout << "wrote " << svg << "\n";
 }
 
 }  // namespace
 
 void register_quant_effect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("quant-effect",
-                                 "How far quantization moves q, k, v, the scores and the patterns of every head, and the next-token KL");
+  auto* cmd = app.add_subcommand(
+      "quant-effect",
+      "How far quantization moves q, k, v, the scores and the patterns of every head, and the next-token KL");
   auto a = std::make_shared<ModelArgs>();
   auto reference = std::make_shared<std::string>();
   auto svg = std::make_shared<std::string>();

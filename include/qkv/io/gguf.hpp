@@ -30,8 +30,19 @@ namespace qkv::io {
 
 // The 13 metadata value types, numbered as the format numbers them.
 enum class GgufType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 const char* gguf_type_name(GgufType t);  // "UINT8", ... as the spec spells them
 
@@ -43,18 +54,19 @@ struct GgufArray {
 
 // One metadata value. The variant's index is the GgufType number.
 struct GgufValue {
-  using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
-                               GgufArray, uint64_t, int64_t, double>;
+  using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
+                               std::string, GgufArray, uint64_t, int64_t, double>;
   Storage v;
 
   GgufValue() = default;
   template <class T>
-    requires(!std::is_same_v<std::decay_t<T>, GgufValue>)
-  GgufValue(T x) : v(std::move(x)) {}
+  requires(!std::is_same_v<std::decay_t<T>, GgufValue>) GgufValue(T x) : v(std::move(x)) {}
   GgufType type() const { return GgufType(v.index()); }
   bool operator==(const GgufValue& o) const;
 };
-inline bool operator==(const GgufArray& a, const GgufArray& b) { return a.type == b.type && a.items == b.items; }
+inline bool operator==(const GgufArray& a, const GgufArray& b) {
+  return a.type == b.type && a.items == b.items;
+}
 
 // Convenience constructors for arrays.
 GgufValue gguf_string_array(const std::vector<std::string>& items);
@@ -103,9 +115,9 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   static constexpr uint32_t kDefaultAlignment = 32;
-  static constexpr int kMaxDims = 4;            // GGML_MAX_DIMS
-  static constexpr std::size_t kMaxName = 63;   // GGML_MAX_NAME - 1 bytes
-  static constexpr int kMaxArrayDepth = 16;     // nesting of arrays inside arrays
+  static constexpr int kMaxDims = 4;           // GGML_MAX_DIMS
+  static constexpr std::size_t kMaxName = 63;  // GGML_MAX_NAME - 1 bytes
+  static constexpr int kMaxArrayDepth = 16;    // nesting of arrays inside arrays
 
   // Maps `path` read-only and validates it. Throws qkv::Error (Data) naming the file and the key or
   // tensor at fault.
@@ -148,9 +160,11 @@ struct GgufWriteTensor {
 // else 32) with zero padding, as llama.cpp's gguf writer lays it out. Atomic (temporary file + rename).
 // Throws qkv::Error naming `path` and the tensor or key on empty/duplicate/too-long names, more than 4
 // dims, a row not a whole number of blocks, a data size that does not match, or a bad alignment value.
-void write_gguf(const std::string& path, const GgufMetadata& metadata, const std::vector<GgufWriteTensor>& tensors);
+void write_gguf(const std::string& path, const GgufMetadata& metadata,
+                const std::vector<GgufWriteTensor>& tensors);
 
 // Quantizes (or converts) numel floats, C order with ne[0] innermost, into a tensor of `type`.
-GgufWriteTensor make_gguf_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> ne, const float* x);
+GgufWriteTensor make_gguf_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> ne,
+                                 const float* x);
 
 }  // namespace qkv::io

@@ -35,8 +35,9 @@ io::GgmlType gguf_gpt2_tensor_type(io::GgmlType requested, uint64_t ne0);
 
 // Writes `model` (and `tokenizer`'s vocabulary and merges, when given) as a gpt2 GGUF at `path`
 // (atomically). Returns the type chosen for each tensor, in file order.
-std::vector<GgufTensorChoice> save_gguf_gpt2(const GPT2& model, const Tokenizer* tokenizer, const std::string& path,
-                                             io::GgmlType type, const std::string& name = "");
+std::vector<GgufTensorChoice> save_gguf_gpt2(const GPT2& model, const Tokenizer* tokenizer,
+                                             const std::string& path, io::GgmlType type,
+                                             const std::string& name = "");
 
 // Loads a gpt2 GGUF, dequantizing every tensor (tensor by tensor, row by row) into GPT2's fp32 table.
 // Throws qkv::Error naming the file and key or tensor when the architecture is not gpt2, a key is

@@ -22,16 +22,33 @@ namespace qkv::io {
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
 // those, F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be dequantized and quantized.
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  BF16 = 30,
 };
 
 struct GgmlTypeTraits {
-  const char* name;          // "Q4_K" as ggml names it
-  int64_t block_size;        // values per block
-  std::size_t type_size;     // bytes per block
-  bool supported;            // qkv dequantizes and quantizes it
+  const char* name;       // "Q4_K" as ggml names it
+  int64_t block_size;     // values per block
+  std::size_t type_size;  // bytes per block
+  bool supported;         // qkv dequantizes and quantizes it
 };
 
 // nullopt for a type number qkv does not know (its block size is then unknown too).
