@@ -9,7 +9,9 @@ packages=(build-essential cmake ninja-build pkg-config git
           libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
-          curl chromium)                              # tests/cli/serve_test.sh, tests/web (Playwright)
+          curl chromium                               # tests/cli/serve_test.sh, tests/web (Playwright)
+          # ---- python (issue 17): `import qkv` (python/), its tests and the notebook (examples/) ----
+          python3-dev pybind11-dev python3-numpy python3-pytest jupyter-nbconvert python3-ipykernel)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,3 +33,22 @@ build=${QKV_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${QKV_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"
 echo "qkv setup: built $build/qkv" >&2
+
+# ---- python (issue 17) ----
+# `import qkv` in a new shell: a .pth file in Debian python's site-packages naming this build's python/
+# directory (the package qkv/ and its extension). It is for /usr/bin/python3; a python3 on PATH of the
+# same version (e.g. pyenv's) gets the same file when it can import numpy.
+if [ -d "$build/python/qkv" ]; then
+  pydir=$(cd "$build/python" && pwd)
+  for py in /usr/bin/python3 $(command -v python3 || true); do
+    [ -x "$py" ] || continue
+    "$py" -c 'import numpy' 2>/dev/null || continue
+    [ "$("$py" -c 'import sys; print(sys.version_info[:2])')" = "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" ] || continue
+    site=$("$py" -c 'import site, sys; print(site.getsitepackages()[0])')
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo mkdir -p "$site" && echo "$pydir" | $sudo tee "$site/qkv.pth" >/dev/null &&
+      echo "qkv setup: $py imports qkv from $pydir (via $site/qkv.pth)" >&2
+  done
+fi
+# ---- end python ----
