@@ -10,6 +10,7 @@
 #include "output_set.hpp"
 #include "qkv/error.hpp"
 #include "qkv/inference.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/io/config_json.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
@@ -210,8 +211,38 @@ void register_init(CLI::App& app) {
     int n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
     bool attn_only = false;
     uint64_t seed = 0;
+    std::string arch, dtype = "f32";
+    std::vector<std::string> sets;
+    int shards = 1;
   };
   auto a = std::make_shared<Args>();
+  // qkv init --arch: any family's config.json with the user's overrides, and random weights.
+  auto init_family = [](const Args& a) {
+    const std::string arch = a.arch.empty() ? "gpt2" : a.arch;
+    if (a.preset != "tiny" && a.preset != "small")
+      usage_error("--preset " + a.preset + ": with --arch, the presets are tiny and small");
+    if (a.n_layer || a.n_head || a.n_embd || a.n_positions || a.vocab_size || a.attn_only || !a.tokenizer.empty())
+      usage_error("--arch: set sizes with --set KEY=VALUE (the family's own config keys), not --n-layer/--n-head/…");
+    nlohmann::json cfg = default_config(arch, a.preset);
+    for (const std::string& kv : a.sets) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) usage_error("--set: expected KEY=VALUE, found '" + kv + "'");
+      const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
+      nlohmann::json v = nlohmann::json::parse(val, nullptr, /*allow_exceptions=*/false);
+      cfg[key] = v.is_discarded() ? nlohmann::json(val) : v;
+    }
+    if (arch == "gpt2" && a.preset == "tiny") cfg["initializer_range"] = cfg.value("initializer_range", 0.02);
+    const WeightType dt = a.dtype == "f16" ? WeightType::F16 : a.dtype == "bf16" ? WeightType::BF16 : WeightType::F32;
+    try {
+      arch_from_config(cfg, "--set");
+    } catch (const Error& e) {
+      usage_error(std::string("qkv init --arch ") + arch + ": " + e.what());
+    }
+    write_random_checkpoint(a.out, cfg, dt, a.shards, a.seed);
+    const Model m = load_lm(a.out);
+    std::cout << "wrote " << a.out << "/ (" << arch << ", " << m.num_parameters() << " parameters, " << a.dtype
+              << (a.shards > 1 ? ", " + std::to_string(a.shards) + " shards" : "") << ")\n";
+  };
   cmd->add_option("--out", a->out, "output directory (config.json + model.safetensors)")->required();
   cmd->add_option("--preset", a->preset, "small (124M), medium, large, xl, distil, or tiny")
       ->check(CLI::IsMember({"small", "medium", "large", "xl", "distil", "tiny"}));
@@ -223,7 +254,19 @@ void register_init(CLI::App& app) {
   cmd->add_flag("--attn-only", a->attn_only, "blocks without ln_2 and MLP");
   cmd->add_option("--tokenizer", a->tokenizer, "copy vocab/merges files from this directory beside the weights");
   cmd->add_option("--seed", a->seed, "random seed");
-  cmd->callback([a] {
+  cmd->add_option("--arch", a->arch,
+                  "a family, written exactly as Hugging Face lays it out: gpt2, llama, mistral, qwen2, gemma, gemma2, "
+                  "gpt_neox, phi3, gpt_neo (with --preset tiny or small)");
+  cmd->add_option("--set", a->sets, "KEY=VALUE: override any config.json key (VALUE as JSON, else a string), "
+                                    "e.g. --set num_key_value_heads=2; repeatable");
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (with --arch)")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--shards", a->shards, "split the weights over N files + model.safetensors.index.json (with --arch)")
+      ->check(CLI::Range(1, 1000));
+  cmd->callback([a, init_family] {
+    if (!a->arch.empty() || !a->sets.empty() || a->dtype != "f32" || a->shards != 1) {
+      init_family(*a);
+      return;
+    }
     GPT2Config c;
     if (a->preset == "medium") c.n_layer = 24, c.n_head = 16, c.n_embd = 1024;
     if (a->preset == "large") c.n_layer = 36, c.n_head = 20, c.n_embd = 1280;

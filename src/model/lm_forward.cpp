@@ -1,0 +1,519 @@
+// The family forward (lm.hpp): one block function that reads the Arch, with a hook point at every
+// named activation. Unhooked, attention runs in the fused flash kernel and nothing T×T exists.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qkv/error.hpp"
+#include "qkv/flash.hpp"
+#include "qkv/gemm.hpp"
+#include "qkv/lm.hpp"
+
+namespace qkv {
+namespace {
+
+constexpr long kParallelElems = 1 << 15;
+// Non-F32 weights are converted this many elements at a time into one reused buffer (8 MiB).
+constexpr int64_t kChunk = int64_t(1) << 21;
+
+struct Ctx {
+  const Model& m;
+  const Arch& a;
+  RunState& st;
+  const Hooks* hooks;
+  int T;
+  // Calls the hook at `name` when the caller asked for it; the activation is `data` shaped `shape`.
+  bool wants(const std::string& name) const { return hooks && hooks->wants && hooks->wants(name); }
+  void hook(const std::string& name, float* data, std::vector<int64_t> shape) const {
+    if (hooks && hooks->fn) hooks->fn(name, ActView{data, std::move(shape)});
+  }
+  void maybe(const std::string& name, float* data, std::vector<int64_t> shape) const {
+    if (wants(name)) hook(name, data, std::move(shape));
+  }
+};
+
+void grow(std::vector<float>& b, size_t n) {
+  if (b.size() < n) b.resize(n);
+}
+
+// y [N, d] = norm(x [N, d]) as the Arch says. torch (LayerNorm): F.layer_norm(x, (d,), w, b, eps);
+// (RMSNorm): x * rsqrt(mean(x²) + eps) * w; (Gemma): … * (1 + w).
+void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const Arch& a, int N, int d) {
+  std::vector<float> ws, bs;
+  const float* W = w.f32(0, d, ws);
+  const float* B = b.present() ? b.f32(0, d, bs) : nullptr;
+  const float eps = float(a.norm_eps);
+  const NormKind kind = a.norm;
+#pragma omp parallel for schedule(static) if (long(N) * d >= kParallelElems)
+  for (int i = 0; i < N; i++) {
+    const float* xi = x + long(i) * d;
+    float* yi = y + long(i) * d;
+    if (kind == NormKind::LayerNorm) {
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < d; j++) s += xi[j];
+      const float mu = s / float(d);
+      float var = 0;
+#pragma omp simd reduction(+ : var)
+      for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
+      const float r = 1.0f / std::sqrt(var / float(d) + eps);
+      if (B) {
+#pragma omp simd
+        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
+      } else {
+#pragma omp simd
+        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
+      }
+    } else {
+      float ss = 0;
+#pragma omp simd reduction(+ : ss)
+      for (int j = 0; j < d; j++) ss += xi[j] * xi[j];
+      const float r = 1.0f / std::sqrt(ss / float(d) + eps);
+      if (kind == NormKind::RMSNorm) {
+#pragma omp simd
+        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * W[j];
+      } else {
+#pragma omp simd
+        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * (1.0f + W[j]);
+      }
+    }
+  }
+}
+
+// y [N, out] (row stride ldy) = beta·y + x [N, in] · W (W's own layout: [out, in] or Conv1D [in, out]),
+// then + b. F32 weights go to BLIS in place; F16/BF16 ones are converted kChunk elements at a time.
+void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, float beta,
+            std::vector<float>& scratch) {
+  const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
+  const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
+  if (W.type == WeightType::F32) {
+    const float* w = static_cast<const float*>(W.data);
+    if (W.in_out) gemm<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);
+    else gemm<float>(false, true, N, out, in, 1.0f, x, in, w, in, beta, y, ldy);
+  } else if (!W.in_out) {
+    // chunks of output rows: y[:, r0:r0+n] = x · W[r0:r0+n]ᵀ
+    const int rows = int(std::max<int64_t>(1, kChunk / in));
+    for (int r0 = 0; r0 < out; r0 += rows) {
+      const int n = std::min(rows, out - r0);
+      const float* w = W.f32(int64_t(r0) * in, int64_t(n) * in, scratch);
+      gemm<float>(false, true, N, n, in, 1.0f, x, in, w, in, beta, y + r0, ldy);
+    }
+  } else {
+    // chunks of input rows (the reduction): y += x[:, r0:r0+n] · W[r0:r0+n, :]
+    const int rows = int(std::max<int64_t>(1, kChunk / out));
+    for (int r0 = 0; r0 < in; r0 += rows) {
+      const int n = std::min(rows, in - r0);
+      const float* w = W.f32(int64_t(r0) * out, int64_t(n) * out, scratch);
+      gemm<float>(false, false, N, out, n, 1.0f, x + r0, in, w, out, r0 == 0 ? beta : 1.0f, y, ldy);
+    }
+  }
+  if (b && b->present()) {
+    std::vector<float> bs;
+    const float* B = b->f32(0, out, bs);
+#pragma omp parallel for schedule(static) if (long(N) * out >= kParallelElems)
+    for (int i = 0; i < N; i++) {
+      float* yi = y + long(i) * ldy;
+#pragma omp simd
+      for (int j = 0; j < out; j++) yi[j] += B[j];
+    }
+  }
+}
+
+// [rows, H, dh] (row stride ld, head h at column col(h)) -> [H, rows, dh]
+template <class Col>
+void to_heads(float* dst, const float* src, int rows, int ld, int H, int dh, Col col) {
+#pragma omp parallel for schedule(static) if (long(rows) * H * dh >= kParallelElems)
+  for (int t = 0; t < rows; t++)
+    for (int h = 0; h < H; h++) std::copy_n(src + long(t) * ld + col(h), dh, dst + (long(h) * rows + t) * dh);
+}
+
+// [H, T, dh] <-> [T, H, dh] (TransformerLens's layout), for hooks on q, k, v.
+void heads_to_rows(float* dst, const float* src, int H, int T, int dh) {
+  for (int h = 0; h < H; h++)
+    for (int t = 0; t < T; t++) std::copy_n(src + (long(h) * T + t) * dh, dh, dst + (long(t) * H + h) * dh);
+}
+void rows_to_heads(float* dst, const float* src, int H, int T, int dh) {
+  for (int h = 0; h < H; h++)
+    for (int t = 0; t < T; t++) std::copy_n(src + (long(t) * H + h) * dh, dh, dst + (long(h) * T + t) * dh);
+}
+
+// Offers x [H, T, dh] to the hook `name` as [T, H, dh]; what the hook writes comes back.
+void hook_heads(const Ctx& c, const std::string& name, float* x, int H, int dh) {
+  if (!c.wants(name)) return;
+  std::vector<float> t(size_t(H) * c.T * dh);
+  heads_to_rows(t.data(), x, H, c.T, dh);
+  c.hook(name, t.data(), {c.T, H, dh});
+  rows_to_heads(x, t.data(), H, c.T, dh);
+}
+
+// The rotation angles' cos and sin [T, r/2], computed in double: θ_i = pos · inv_freq_i.
+void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float>& sn) {
+  const int half = a.rotary_dim / 2;
+  std::vector<double> inv(static_cast<size_t>(half));
+  for (int i = 0; i < half; i++) inv[size_t(i)] = 1.0 / std::pow(a.rope_theta, double(2 * i) / a.rotary_dim);
+  const RopeScaling& s = a.rope_scaling;
+  if (s.type == "linear") {
+    for (auto& f : inv) f /= s.factor;
+  } else if (s.type == "llama3") {
+    // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
+    const double old = s.original_max_position_embeddings;
+    const double low_wl = old / s.low_freq_factor, high_wl = old / s.high_freq_factor;
+    for (auto& f : inv) {
+      const double wl = 2 * M_PI / f;
+      if (wl > low_wl) {
+        f = f / s.factor;
+      } else if (wl >= high_wl) {
+        const double smooth = (old / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  cs.resize(size_t(T) * half);
+  sn.resize(size_t(T) * half);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < half; i++) {
+      const double ang = double(t) * inv[size_t(i)];
+      cs[size_t(t) * half + i] = float(std::cos(ang));
+      sn[size_t(t) * half + i] = float(std::sin(ang));
+    }
+}
+
+// x [H, T, dh] rotated in place: pairs (i, i + r/2) (rotate_half) or (2i, 2i + 1); dims >= r untouched.
+// torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
+void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, const float* sn) {
+  const int half = a.rotary_dim / 2;
+  const bool adjacent = a.pairing == RotaryPairing::Adjacent;
+#pragma omp parallel for schedule(static) if (long(H) * T * dh >= kParallelElems)
+  for (long ht = 0; ht < long(H) * T; ht++) {
+    const int t = int(ht % T);
+    float* p = x + ht * dh;
+    const float* c = cs + long(t) * half;
+    const float* s = sn + long(t) * half;
+    for (int i = 0; i < half; i++) {
+      const int i0 = adjacent ? 2 * i : i, i1 = adjacent ? 2 * i + 1 : i + half;
+      const float x0 = p[i0], x1 = p[i1];
+      p[i0] = x0 * c[i] - x1 * s[i];
+      p[i1] = x1 * c[i] + x0 * s[i];
+    }
+  }
+}
+
+// Attention with the T×T matrix materialised (when a hook asks for scores or the pattern, or for
+// soft-caps and windows shorter than T): S = scale·q·kᵀ, soft-cap, mask, hook, softmax, hook, z = A·v.
+void attention_materialised(const Ctx& c, int l, float* z) {
+  const Arch& a = c.a;
+  RunState& st = c.st;
+  const int T = c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv, w = a.window_of(l);
+  const std::string b = "blocks." + std::to_string(l) + ".attn.";
+  const size_t TT = size_t(T) * T;
+  grow(st.S, size_t(H) * TT);
+  float* S = st.S.data();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const float scale = float(a.attn_scale), cap = float(a.attn_softcap);
+  for (int h = 0; h < H; h++) {
+    float* Sh = S + size_t(h) * TT;
+    gemm<float>(false, true, T, T, dh, scale, st.q.data() + size_t(h) * T * dh, dh,
+                st.k.data() + size_t(h / G) * T * dh, dh, 0.0f, Sh, T);
+#pragma omp parallel for schedule(static) if (long(T) * T >= kParallelElems)
+    for (int i = 0; i < T; i++)
+      for (int j = 0; j < T; j++) {
+        float& s = Sh[size_t(i) * T + j];
+        if (j > i || (w > 0 && i - j >= w)) s = ninf;
+        else if (cap > 0) s = cap * std::tanh(s / cap);
+      }
+  }
+  c.maybe(b + "hook_attn_scores", S, {H, T, T});
+  // A = softmax(S) row by row, in place; the max subtracted, the sum in double; -inf -> 0.
+#pragma omp parallel for schedule(static) if (long(H) * T * T >= kParallelElems)
+  for (long r = 0; r < long(H) * T; r++) {
+    float* row = S + size_t(r) * T;
+    float mx = ninf;
+    for (int j = 0; j < T; j++) mx = std::max(mx, row[j]);
+    if (mx == ninf) {  // a row a hook masked entirely: no weight anywhere
+      std::fill(row, row + T, 0.0f);
+      continue;
+    }
+    double sum = 0;
+    for (int j = 0; j < T; j++) sum += row[j] = std::exp(row[j] - mx);
+    const float inv = float(1.0 / sum);
+    for (int j = 0; j < T; j++) row[j] *= inv;
+  }
+  c.maybe(b + "hook_pattern", S, {H, T, T});
+  for (int h = 0; h < H; h++)
+    gemm<float>(false, false, T, dh, T, 1.0f, S + size_t(h) * TT, T, st.v.data() + size_t(h / G) * T * dh, dh, 0.0f,
+                z + size_t(h) * T * dh, dh);
+}
+
+// z [H, T, dh] by the fused kernel; query head h reads key/value head h / (H / n_kv).
+void attention_flash(const Ctx& c, float* z) {
+  const Arch& a = c.a;
+  RunState& st = c.st;
+  const int T = c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv;
+  grow(st.lse, size_t(H) * T);
+  if (G == 1) {
+    flash_attention_forward(st.q.data(), st.k.data(), st.v.data(), z, st.lse.data(), H, T, dh, float(a.attn_scale));
+    return;
+  }
+  for (int h = 0; h < H; h++)
+    flash_attention_forward(st.q.data() + size_t(h) * T * dh, st.k.data() + size_t(h / G) * T * dh,
+                            st.v.data() + size_t(h / G) * T * dh, z + size_t(h) * T * dh, st.lse.data() + size_t(h) * T,
+                            1, T, dh, float(a.attn_scale));
+}
+
+// a [T, d] = attention(u [T, d]) for block l, every hook point on the way.
+void attention_block(const Ctx& c, int l, const float* u, float* out) {
+  const Arch& a = c.a;
+  const BlockWeights& w = c.m.blocks[size_t(l)];
+  RunState& st = c.st;
+  const int T = c.T, d = a.d, H = a.H, K = a.n_kv, dh = a.dh, qd = a.q_dim(), kvd = a.kv_dim();
+  const std::string b = "blocks." + std::to_string(l) + ".attn.";
+  // q, k, v: the model's own maps of u, into [T, qd | kvd | kvd] (or NeoX's [T, H, 3, dh]), then heads.
+  const int total = qd + 2 * kvd;
+  grow(st.qkv, size_t(T) * total);
+  float* P = st.qkv.data();
+  if (a.qkv_layout == QkvLayout::Separate) {
+    linear(P, total, u, T, w.wq, &w.bq, 0.0f, st.wbuf);
+    linear(P + qd, total, u, T, w.wk, &w.bk, 0.0f, st.wbuf);
+    linear(P + qd + kvd, total, u, T, w.wv, &w.bv, 0.0f, st.wbuf);
+  } else {
+    linear(P, total, u, T, w.wqkv, &w.bqkv, 0.0f, st.wbuf);
+  }
+  grow(st.q, size_t(H) * T * dh);
+  grow(st.k, size_t(K) * T * dh);
+  grow(st.v, size_t(K) * T * dh);
+  if (a.qkv_layout == QkvLayout::NeoxPerHead) {
+    to_heads(st.q.data(), P, T, total, H, dh, [&](int h) { return h * 3 * dh; });
+    to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return h * 3 * dh + dh; });
+    to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return h * 3 * dh + 2 * dh; });
+  } else {
+    to_heads(st.q.data(), P, T, total, H, dh, [&](int h) { return h * dh; });
+    to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return qd + h * dh; });
+    to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return qd + kvd + h * dh; });
+  }
+  hook_heads(c, b + "hook_q", st.q.data(), H, dh);
+  hook_heads(c, b + "hook_k", st.k.data(), K, dh);
+  hook_heads(c, b + "hook_v", st.v.data(), K, dh);
+  if (a.rotary()) {
+    std::vector<float> cs, sn;
+    rope_tables(a, T, cs, sn);
+    rope_apply(st.q.data(), H, T, dh, a, cs.data(), sn.data());
+    rope_apply(st.k.data(), K, T, dh, a, cs.data(), sn.data());
+    hook_heads(c, b + "hook_rot_q", st.q.data(), H, dh);
+    hook_heads(c, b + "hook_rot_k", st.k.data(), K, dh);
+  }
+  grow(st.z, size_t(H) * T * dh);
+  const int win = a.window_of(l);
+  const bool materialise = c.wants(b + "hook_attn_scores") || c.wants(b + "hook_pattern") || a.attn_softcap > 0 ||
+                           (win > 0 && win < T);
+  if (materialise) attention_materialised(c, l, st.z.data());
+  else attention_flash(c, st.z.data());
+  // z [H, T, dh] -> zm [T, H·dh] (which is TransformerLens's hook_z [T, H, dh] as it lies)
+  grow(st.zm, size_t(T) * qd);
+  heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
+  c.maybe(b + "hook_z", st.zm.data(), {T, H, dh});
+  linear(out, d, st.zm.data(), T, w.wo, &w.bo, 0.0f, st.wbuf);
+}
+
+float gelu_tanh(float x) {
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(k0 * (x + k1 * x * x * x)));
+}
+float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// out [T, d] = mlp(u [T, d])
+void mlp_block(const Ctx& c, int l, const float* u, float* out) {
+  const Arch& a = c.a;
+  const BlockWeights& w = c.m.blocks[size_t(l)];
+  RunState& st = c.st;
+  const int T = c.T, d = a.d, ff = a.d_ff;
+  const long n = long(T) * ff;
+  grow(st.h, size_t(n));
+  float* h = st.h.data();
+  if (a.mlp == MlpKind::GeluTanh || a.mlp == MlpKind::Gelu) {
+    linear(h, ff, u, T, w.w_up, &w.b_up, 0.0f, st.wbuf);
+    const bool tanh_form = a.mlp == MlpKind::GeluTanh;
+#pragma omp parallel for schedule(static) if (n >= kParallelElems)
+    for (long i = 0; i < n; i++) h[i] = tanh_form ? gelu_tanh(h[i]) : gelu_erf(h[i]);
+  } else {
+    // gated: h = act(gate(u)) · up(u)
+    float* g;
+    int ldg;
+    if (a.gate_up_fused) {
+      grow(st.g, size_t(2) * n);
+      linear(st.g.data(), 2 * ff, u, T, w.w_gate_up, nullptr, 0.0f, st.wbuf);
+      g = st.g.data(), ldg = 2 * ff;
+#pragma omp parallel for schedule(static) if (n >= kParallelElems)
+      for (int t = 0; t < T; t++) std::copy_n(g + long(t) * ldg + ff, ff, h + long(t) * ff);
+    } else {
+      grow(st.g, size_t(n));
+      linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, 0.0f, st.wbuf);
+      linear(h, ff, u, T, w.w_up, &w.b_up, 0.0f, st.wbuf);
+      g = st.g.data(), ldg = ff;
+    }
+    const bool swiglu = a.mlp == MlpKind::SwiGLU;
+#pragma omp parallel for schedule(static) if (n >= kParallelElems)
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < ff; j++) {
+        const float gv = g[long(t) * ldg + j];
+        h[long(t) * ff + j] *= swiglu ? silu(gv) : gelu_tanh(gv);
+      }
+  }
+  linear(out, d, h, T, w.w_down, &w.b_down, 0.0f, st.wbuf);
+}
+
+void add_rows(float* x, const float* y, long n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElems)
+  for (long i = 0; i < n; i++) x[i] += y[i];
+}
+
+}  // namespace
+
+std::vector<std::string> hook_names(const Model& m) {
+  const Arch& a = m.arch;
+  std::vector<std::string> n;
+  for (int l = 0; l < a.n_layer; l++) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    n.push_back(b + "hook_resid_pre");
+    n.push_back(b + "ln1.hook_normalized");
+    for (const char* s : {"hook_q", "hook_k", "hook_v"}) n.push_back(b + "attn." + s);
+    if (a.rotary()) {
+      n.push_back(b + "attn.hook_rot_q");
+      n.push_back(b + "attn.hook_rot_k");
+    }
+    for (const char* s : {"hook_attn_scores", "hook_pattern", "hook_z"}) n.push_back(b + "attn." + s);
+    n.push_back(b + "hook_attn_out");
+    if (!a.attn_only()) {
+      if (!a.parallel_residual) n.push_back(b + "hook_resid_mid");
+      n.push_back(b + "ln2.hook_normalized");
+      n.push_back(b + "hook_mlp_out");
+    }
+    n.push_back(b + "hook_resid_post");
+  }
+  n.push_back("ln_final.hook_normalized");
+  n.push_back("logits");
+  return n;
+}
+
+double lm_forward_flops(const Arch& a, int T, bool last_only) {
+  const double d = a.d, t = T, causal = t * (t + 1) / 2;
+  double per_block = 2 * t * d * (a.q_dim() + 2.0 * a.kv_dim())  // Q, K, V
+                     + 4 * causal * a.H * a.dh                    // q·kᵀ and A·v over the causal pairs
+                     + 2 * t * a.q_dim() * d;                     // W_O
+  if (!a.attn_only()) {
+    const bool gated = a.mlp == MlpKind::SwiGLU || a.mlp == MlpKind::GeGLU;
+    per_block += 2 * t * d * a.d_ff * (gated ? 3 : 2);
+  }
+  return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size;
+}
+
+const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunState& st, const RunOptions& opt) {
+  const Arch& a = m.arch;
+  const int T = int(ids.size()), d = a.d, V = a.vocab_size;
+  if (T < 1) usage_error("no tokens: the input is empty");
+  if (T > a.n_ctx)
+    usage_error(std::to_string(T) + " tokens, but the model's context is " + std::to_string(a.n_ctx) +
+                " positions; shorten the input");
+  for (int t = 0; t < T; t++)
+    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
+      usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
+                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  const Ctx c{m, a, st, opt.hooks, T};
+  st.T = T;
+  const size_t Td = size_t(T) * d;
+  grow(st.x, Td);
+  grow(st.u, Td);
+  grow(st.a, Td);
+  float *x = st.x.data(), *u = st.u.data(), *att = st.a.data();
+
+  // x = embed[ids] (+ wpe[t]) (· √d for Gemma)
+  {
+    const float es = a.embed_scale ? float(std::sqrt(double(d))) : 1.0f;
+    const bool learned = a.pos == PosKind::Learned;
+#pragma omp parallel for schedule(static) if (long(Td) >= kParallelElems)
+    for (int t = 0; t < T; t++) {
+      float* xt = x + long(t) * d;
+      m.wte.read(int64_t(ids[size_t(t)]) * d, d, xt);
+      if (learned) {
+        std::vector<float> p(static_cast<size_t>(d));
+        m.wpe.read(int64_t(t) * d, d, p.data());
+        for (int j = 0; j < d; j++) xt[j] += p[size_t(j)];
+      }
+      if (es != 1.0f)
+        for (int j = 0; j < d; j++) xt[j] *= es;
+    }
+  }
+
+  for (int l = 0; l < a.n_layer; l++) {
+    const BlockWeights& w = m.blocks[size_t(l)];
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    c.maybe(b + "hook_resid_pre", x, {T, d});
+    norm_rows(u, x, w.ln1_w, w.ln1_b, a, T, d);
+    c.maybe(b + "ln1.hook_normalized", u, {T, d});
+    if (a.parallel_residual && !a.attn_only()) {  // the MLP reads the block's input, not resid_mid
+      grow(st.xin, Td);
+      std::copy_n(x, Td, st.xin.data());
+    }
+    attention_block(c, l, u, att);
+    if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, T, d);
+    c.maybe(b + "hook_attn_out", att, {T, d});
+    if (!a.attn_only()) {
+      grow(st.m, Td);
+      float* mo = st.m.data();
+      if (a.parallel_residual) {
+        norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, T, d);
+      } else {
+        add_rows(x, att, long(Td));
+        c.maybe(b + "hook_resid_mid", x, {T, d});
+        norm_rows(u, x, w.ln2_w, w.ln2_b, a, T, d);
+      }
+      c.maybe(b + "ln2.hook_normalized", u, {T, d});
+      mlp_block(c, l, u, mo);
+      if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, T, d);
+      c.maybe(b + "hook_mlp_out", mo, {T, d});
+      if (a.parallel_residual) add_rows(mo, att, long(Td));  // HF: mlp_out + attn_out + x
+      add_rows(x, mo, long(Td));
+    } else {
+      add_rows(x, att, long(Td));
+    }
+    c.maybe(b + "hook_resid_post", x, {T, d});
+    if (opt.stop_at_layer == l) {
+      st.logits.clear();
+      return st.logits;
+    }
+  }
+
+  // logits = norm_f(x) · Wᵀ (lm_head, or the embedding when tied), soft-capped for Gemma 2
+  const int rows = opt.last_only ? 1 : T;
+  float* xf = x + long(T - rows) * d;
+  norm_rows(u, xf, m.lnf_w, m.lnf_b, a, rows, d);
+  c.maybe("ln_final.hook_normalized", u, {rows, d});
+  st.logits.resize(size_t(rows) * V);
+  const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
+  linear(st.logits.data(), V, u, rows, W, nullptr, 0.0f, st.wbuf);
+  if (a.final_softcap > 0) {
+    const float cap = float(a.final_softcap);
+    for (auto& v : st.logits) v = cap * std::tanh(v / cap);
+  }
+  c.maybe("logits", st.logits.data(), {rows, V});
+  return st.logits;
+}
+
+std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<int>& ids,
+                                             const std::function<bool(const std::string&)>& keep) {
+  std::map<std::string, Tensor> cache;
+  Hooks h;
+  h.wants = [&](const std::string& n) { return !keep || keep(n) || n == "logits"; };
+  h.fn = [&](const std::string& n, ActView v) {
+    Tensor t(v.shape);
+    std::copy_n(v.data, v.numel(), t.data());
+    cache[n] = std::move(t);
+  };
+  RunState st;
+  RunOptions o;
+  o.hooks = &h;
+  run(m, ids, st, o);
+  return cache;
+}
+
+}  // namespace qkv

@@ -1,0 +1,360 @@
+// Loading a model of any family (lm.hpp): config.json -> Arch, the family's tensor table checked
+// against the file(s), weights as views into the mappings (F32 in place when aligned; F16/BF16 as stored).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "qkv/error.hpp"
+#include "qkv/io/half.hpp"
+#include "qkv/io/mapped_file.hpp"
+#include "qkv/io/safetensors.hpp"
+#include "qkv/lm.hpp"
+#include "qkv/model.hpp"
+
+namespace fs = std::filesystem;
+
+namespace qkv {
+
+using nlohmann::json;
+
+int64_t Weight::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+void Weight::read(int64_t begin, int64_t n, float* out) const {
+  switch (type) {
+    case WeightType::F32:
+      std::memcpy(out, static_cast<const float*>(data) + begin, size_t(n) * sizeof(float));
+      return;
+    case WeightType::F16: {
+      const auto* p = static_cast<const uint16_t*>(data) + begin;
+      for (int64_t i = 0; i < n; i++) out[i] = io::f16_to_float(p[i]);
+      return;
+    }
+    case WeightType::BF16: {
+      // bf16 -> f32 is a 16-bit shift: exact, and simple enough for the compiler to vectorise.
+      const auto* p = static_cast<const uint16_t*>(data) + begin;
+#pragma omp simd
+      for (int64_t i = 0; i < n; i++) {
+        const uint32_t bits = uint32_t(p[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+      }
+      return;
+    }
+  }
+}
+
+const float* Weight::f32(int64_t begin, int64_t n, std::vector<float>& scratch) const {
+  if (type == WeightType::F32) return static_cast<const float*>(data) + begin;
+  if (scratch.size() < size_t(n)) scratch.resize(size_t(n));
+  read(begin, n, scratch.data());
+  return scratch.data();
+}
+
+int64_t ActView::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& t : table) {
+    int64_t c = 1;
+    for (int64_t s : t.shape) c *= s;
+    n += c;
+  }
+  return n;
+}
+
+const Weight& Model::weight(const std::string& name) const {
+  const auto it = by_name.find(name);
+  if (it == by_name.end()) usage_error(path + ": no tensor named " + name);
+  return *it->second;
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Buffers some checkpoints carry that are not weights: causal masks, their fill value, rotary tables.
+bool is_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "attention.bias") ||
+         ends_with(name, "attention.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
+}
+
+json read_json(const std::string& path) {
+  const io::MappedFile f = io::MappedFile::open(path);
+  const char* p = reinterpret_cast<const char*>(f.data());
+  try {
+    return json::parse(p, p + f.size());
+  } catch (const json::exception& e) {
+    data_error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+// Where a tensor lives: its file and its header entry.
+struct Found {
+  const io::SafetensorsFile* file;
+  const io::TensorInfo* info;
+};
+
+WeightType weight_type(io::DType t) {
+  switch (t) {
+    case io::DType::F32: return WeightType::F32;
+    case io::DType::F16: return WeightType::F16;
+    case io::DType::BF16: return WeightType::BF16;
+  }
+  return WeightType::F32;
+}
+
+// Refuses NaN and Inf by their bit patterns (exponent all ones), without converting anything.
+void check_finite(const Weight& w, const std::string& file) {
+  const int64_t n = w.numel();
+  int64_t bad = -1;
+  if (w.type == WeightType::F32) {
+    const auto* p = static_cast<const uint32_t*>(w.data);
+    for (int64_t i = 0; i < n && bad < 0; i++)
+      if ((p[i] & 0x7f800000u) == 0x7f800000u) bad = i;
+  } else {
+    const auto* p = static_cast<const uint16_t*>(w.data);
+    const uint16_t e = w.type == WeightType::F16 ? 0x7c00 : 0x7f80;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+      if ((p[i] & e) == e) bad = i;
+  }
+  if (bad >= 0) {
+    float v;
+    w.read(bad, 1, &v);
+    data_error(file + ": tensor " + w.name + " holds " + (std::isnan(v) ? "NaN" : "Inf") + " at flat index " +
+               std::to_string(bad) + "; refusing to compute with it");
+  }
+}
+
+Weight* slot(Model& m, const TensorSpec& s) {
+  if (s.layer < 0) {
+    if (s.role == "wte") return &m.wte;
+    if (s.role == "wpe") return &m.wpe;
+    if (s.role == "lnf_w") return &m.lnf_w;
+    if (s.role == "lnf_b") return &m.lnf_b;
+    if (s.role == "lm_head") return &m.lm_head;
+  } else {
+    BlockWeights& b = m.blocks[size_t(s.layer)];
+    static const std::map<std::string, Weight BlockWeights::*> roles = {
+        {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b}, {"ln2_w", &BlockWeights::ln2_w},
+        {"ln2_b", &BlockWeights::ln2_b}, {"post_attn_w", &BlockWeights::post_attn_w},
+        {"post_mlp_w", &BlockWeights::post_mlp_w}, {"wq", &BlockWeights::wq}, {"wk", &BlockWeights::wk},
+        {"wv", &BlockWeights::wv}, {"bq", &BlockWeights::bq}, {"bk", &BlockWeights::bk}, {"bv", &BlockWeights::bv},
+        {"wqkv", &BlockWeights::wqkv}, {"bqkv", &BlockWeights::bqkv}, {"wo", &BlockWeights::wo},
+        {"bo", &BlockWeights::bo}, {"w_up", &BlockWeights::w_up}, {"b_up", &BlockWeights::b_up},
+        {"w_gate", &BlockWeights::w_gate}, {"b_gate", &BlockWeights::b_gate},
+        {"w_gate_up", &BlockWeights::w_gate_up}, {"w_down", &BlockWeights::w_down},
+        {"b_down", &BlockWeights::b_down}};
+    const auto it = roles.find(s.role);
+    if (it != roles.end()) return &(b.*(it->second));
+  }
+  throw std::logic_error("tensor table role without a slot: " + s.role);
+}
+
+// Builds the model from safetensors files whose tensors `where(name)` locates; checks the family's
+// table against them (missing, mis-shaped, extra) before anything is read.
+Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::SafetensorsFile>>& files,
+                 const std::map<std::string, const io::SafetensorsFile*>& weight_map, const std::string& path) {
+  Model m;
+  m.arch = arch;
+  m.path = path;
+  m.table = tensor_table(arch);
+  m.blocks.resize(size_t(arch.n_layer));
+  const bool gpt2 = arch.model_type == "gpt2";
+  auto locate = [&](const std::string& name) -> Found {
+    for (const std::string& n : gpt2 ? std::vector<std::string>{name, "transformer." + name} : std::vector<std::string>{name}) {
+      if (!weight_map.empty()) {
+        const auto it = weight_map.find(n);
+        if (it != weight_map.end()) {
+          const io::TensorInfo* t = it->second->find(n);
+          if (!t)
+            data_error(it->second->path() + ": tensor " + n + " is missing (model.safetensors.index.json places it in this shard)");
+          return {it->second, t};
+        }
+      } else {
+        for (const auto& f : files)
+          if (const io::TensorInfo* t = f->find(n)) return {f.get(), t};
+      }
+    }
+    return {nullptr, nullptr};
+  };
+  std::set<std::pair<const io::SafetensorsFile*, std::string>> used;
+  std::vector<Found> found;
+  for (const auto& s : m.table) {
+    const Found f = locate(s.name);
+    if (!f.info)
+      data_error((files.size() == 1 ? files[0]->path() : path) + ": tensor " + s.name + " is missing (expected shape " +
+                 shape_string(s.shape) + " for this " + arch.model_type + " config)");
+    if (f.info->shape != s.shape)
+      data_error(f.file->path() + ": tensor " + f.info->name + " has shape " + shape_string(f.info->shape) +
+                 ", expected " + shape_string(s.shape) + " from the config");
+    used.insert({f.file, f.info->name});
+    found.push_back(f);
+  }
+  for (const auto& f : files)
+    for (const auto& t : f->tensors()) {
+      if (used.count({f.get(), t.name}) || is_buffer(t.name)) continue;
+      const std::string bare = gpt2 && t.name.rfind("transformer.", 0) == 0 ? t.name.substr(12) : t.name;
+      if (bare == "lm_head.weight" && arch.tied_embeddings) continue;  // checked equal to wte below
+      data_error(f->path() + ": unexpected tensor " + t.name + " " + shape_string(t.shape) + " (not a parameter of this " +
+                 arch.model_type + " config" + (arch.tied_embeddings && bare != "lm_head.weight" ? "" : "") + ")");
+    }
+  for (size_t i = 0; i < m.table.size(); i++) {
+    const TensorSpec& s = m.table[i];
+    const Found& f = found[i];
+    Weight* w = slot(m, s);
+    w->name = f.info->name;
+    w->shape = s.shape;
+    w->type = weight_type(f.info->dtype);
+    w->data = f.file->bytes(*f.info);
+    // GPT-2's Conv1D matrices are [in, out]; every other family's are nn.Linear [out, in].
+    w->in_out = gpt2 && s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(w->data);
+    if (addr % (w->type == WeightType::F32 ? 4 : 2) != 0) {
+      // Unaligned: copied once into memory of our own (the mapping stays, but this tensor's pages are
+      // read once and not touched again).
+      auto owned = std::make_shared<std::vector<float>>(size_t(w->numel()));
+      f.file->read_f32(*f.info, owned->data());
+      w->data = owned->data();
+      w->type = WeightType::F32;
+      m.keep_alive.push_back(owned);
+    }
+    check_finite(*w, f.file->path());
+    m.by_name[s.name] = w;
+  }
+  for (const auto& f : files) m.keep_alive.push_back(f);
+  // A tied checkpoint may still carry lm_head.weight: accept it only as a true copy of the embedding.
+  if (arch.tied_embeddings) {
+    const Found lm = locate("lm_head.weight");
+    if (lm.info) {
+      if (lm.info->shape != m.wte.shape)
+        data_error(lm.file->path() + ": tensor lm_head.weight has shape " + shape_string(lm.info->shape) + ", expected " +
+                   shape_string(m.wte.shape) + " (tied to the embedding)");
+      std::vector<float> a(size_t(lm.info->numel())), b(a.size());
+      lm.file->read_f32(*lm.info, a.data());
+      m.wte.read(0, m.wte.numel(), b.data());
+      if (a != b)
+        data_error(lm.file->path() + ": lm_head.weight differs from the embedding, but the config ties them "
+                   "(tie_word_embeddings); refusing to guess which one is meant");
+    }
+  }
+  return m;
+}
+
+// An llm.c checkpoint (or anything the GPT-2 loader reads) as a family model owning its floats.
+Model from_gpt2(GPT2 g, const std::string& path) {
+  json cj = {{"model_type", "gpt2"}, {"vocab_size", g.config.vocab_size}, {"n_positions", g.config.n_positions},
+             {"n_embd", g.config.n_embd}, {"n_layer", g.config.n_layer}, {"n_head", g.config.n_head},
+             {"layer_norm_epsilon", g.config.layer_norm_epsilon}, {"qkv_attn_only", g.config.attn_only}};
+  if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
+  Model m;
+  m.arch = arch_from_config(cj, path);
+  m.path = path;
+  m.source = g.source;
+  m.table = tensor_table(m.arch);
+  m.blocks.resize(size_t(m.arch.n_layer));
+  auto owned = std::make_shared<std::vector<float>>(std::move(g.params));
+  for (const auto& s : m.table) {
+    Weight* w = slot(m, s);
+    w->name = s.name;
+    w->shape = s.shape;
+    w->type = WeightType::F32;
+    w->data = owned->data() + g.spec(s.name).offset;
+    w->in_out = s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    m.by_name[s.name] = w;
+  }
+  m.keep_alive.push_back(owned);
+  return m;
+}
+
+std::string dtype_summary(const Model& m) {
+  std::map<WeightType, int> n;
+  for (const auto& [name, w] : m.by_name) n[w->type]++;
+  std::string s;
+  for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + (t == WeightType::F32 ? "F32" : t == WeightType::F16 ? "F16" : "BF16");
+  return s;
+}
+
+}  // namespace
+
+Model load_lm(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) data_error(path + ": no such file or directory");
+  if (fs::is_directory(path, ec)) {
+    const fs::path dir(path);
+    const std::string cj = (dir / "config.json").string();
+    if (!fs::exists(cj)) data_error(path + ": a model directory needs config.json (not found)");
+    const Arch arch = arch_from_config(read_json(cj), cj);
+    std::vector<std::shared_ptr<io::SafetensorsFile>> files;
+    std::map<std::string, const io::SafetensorsFile*> weight_map;
+    const std::string single = (dir / "model.safetensors").string();
+    const std::string index = (dir / "model.safetensors.index.json").string();
+    std::string what;
+    if (fs::exists(single)) {
+      files.push_back(std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(single)));
+      what = "model.safetensors";
+    } else if (fs::exists(index)) {
+      const json j = read_json(index);
+      const auto wm = j.find("weight_map");
+      if (wm == j.end() || !wm->is_object())
+        data_error(index + ": key \"weight_map\" is missing or not an object {tensor name: shard file}");
+      std::map<std::string, const io::SafetensorsFile*> by_file;
+      for (const auto& [name, file] : wm->items()) {
+        if (!file.is_string()) data_error(index + ": weight_map[\"" + name + "\"] is not a file name");
+        const std::string f = file.get<std::string>();
+        if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+          data_error(index + ": weight_map[\"" + name + "\"] = \"" + f + "\" is not a file name in this directory");
+        if (!by_file.count(f)) {
+          const std::string fp = (dir / f).string();
+          if (!fs::exists(fp)) data_error(index + ": shard " + f + " (holding " + name + ") is missing");
+          files.push_back(std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(fp)));
+          by_file[f] = files.back().get();
+        }
+        weight_map[name] = by_file[f];
+      }
+      what = std::to_string(files.size()) + " shards (model.safetensors.index.json)";
+    } else {
+      data_error(path + ": a model directory needs model.safetensors or model.safetensors.index.json (neither found)");
+    }
+    Model m = from_files(arch, files, weight_map, path);
+    m.source = path + " (Hugging Face directory: config.json + " + what + ", " + dtype_summary(m) + ")";
+    return m;
+  }
+  if (ends_with(path, ".safetensors")) {
+    auto f = std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(path));
+    json cj;
+    const auto it = f->metadata().find("config");
+    const std::string beside = (fs::path(path).parent_path() / "config.json").string();
+    if (it != f->metadata().end()) {
+      try {
+        cj = json::parse(it->second);
+      } catch (const json::exception& e) {
+        data_error(path + ": __metadata__ config is not JSON: " + e.what());
+      }
+    } else if (fs::exists(beside)) {
+      cj = read_json(beside);
+    } else {
+      data_error(path + ": no config: neither __metadata__[\"config\"] nor a config.json beside it");
+    }
+    const Arch arch = arch_from_config(cj, it != f->metadata().end() ? path + " __metadata__ config" : beside);
+    Model m = from_files(arch, {f}, {}, path);
+    m.source = path + " (safetensors" + std::string(it != f->metadata().end() ? ", config in __metadata__" : "") + ", " +
+               dtype_summary(m) + ")";
+    return m;
+  }
+  // llm.c .bin (and GGUF, where load_model reads it): GPT-2 read into memory of its own.
+  if (ends_with(path, ".bin") || ends_with(path, ".gguf")) return from_gpt2(load_model(path), path);
+  usage_error(path + ": unknown model format; expected a directory, a .safetensors file or an llm.c .bin file");
+}
+
+}  // namespace qkv

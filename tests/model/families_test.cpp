@@ -1,0 +1,140 @@
+// Every model family against an independent float64 PyTorch forward
+// (tests/reference/make_family_fixtures.py): each case's checkpoint is remade exactly as the script
+// made it (`qkv init --arch …`, deterministic), run through qkv's one forward, and every hook and the
+// logits compared.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "qkv/error.hpp"
+#include "qkv/io/safetensors.hpp"
+#include "qkv/lm.hpp"
+
+namespace fs = std::filesystem;
+
+namespace qkv {
+namespace {
+
+const std::string kFx = std::string(QKV_SOURCE_DIR) + "/tests/reference/fixtures/families/";
+
+// fp32 against float64, two small layers: a few ulp per op compounded over ~15 ops stays below 5e-6
+// of the tensor's largest magnitude; a wrong convention (raw row, dropped bias, w vs 1 + w, wrong
+// rotary pairing or window) is off by 1e-2 or more.
+constexpr double kTol = 5e-6;
+
+struct Case {
+  std::string name;
+  std::vector<std::string> init;  // qkv init arguments (without --out)
+  std::vector<int> tokens;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const auto& e : fs::directory_iterator(kFx)) {
+    std::ifstream f(e.path() / "case.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    out.push_back({e.path().filename().string(), j["init"].get<std::vector<std::string>>(),
+                   j["tokens"].get<std::vector<int>>()});
+  }
+  std::sort(out.begin(), out.end(), [](const Case& a, const Case& b) { return a.name < b.name; });
+  return out;
+}
+
+// Remakes the case's checkpoint as `qkv init` does: the same config and the same random draws.
+std::string make_checkpoint(const Case& c) {
+  std::string arch = "gpt2", preset = "tiny", dtype = "f32";
+  int shards = 1;
+  uint64_t seed = 0;
+  std::vector<std::pair<std::string, std::string>> sets;
+  for (size_t i = 1; i + 1 < c.init.size(); i += 2) {
+    const std::string& k = c.init[i];
+    const std::string& v = c.init[i + 1];
+    if (k == "--arch") arch = v;
+    else if (k == "--preset") preset = v;
+    else if (k == "--dtype") dtype = v;
+    else if (k == "--shards") shards = std::stoi(v);
+    else if (k == "--seed") seed = std::stoull(v);
+    else if (k == "--set") sets.push_back({v.substr(0, v.find('=')), v.substr(v.find('=') + 1)});
+    else ADD_FAILURE() << c.name << ": unknown init argument " << k;
+  }
+  nlohmann::json cfg = default_config(arch, preset);
+  for (const auto& [k, v] : sets) {
+    nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+    cfg[k] = j.is_discarded() ? nlohmann::json(v) : j;
+  }
+  const std::string dir = (fs::temp_directory_path() / ("qkv_families_" + c.name)).string();
+  fs::remove_all(dir);
+  write_random_checkpoint(dir, cfg, dtype == "bf16" ? WeightType::BF16 : dtype == "f16" ? WeightType::F16 : WeightType::F32,
+                          shards, seed);
+  return dir;
+}
+
+TEST(Families, EveryHookAndTheLogitsMatchTheFloat64Reference) {
+  const auto all = cases();
+  ASSERT_GE(all.size(), 9u) << "fixtures missing: run tests/reference/make_family_fixtures.py";
+  std::set<std::string> families;
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = make_checkpoint(c);
+    const Model m = load_lm(dir);
+    families.insert(m.arch.model_type);
+    const auto cache = run_with_cache(m, c.tokens);
+    const auto want = io::SafetensorsFile::open(kFx + c.name + "/expected.safetensors");
+    EXPECT_EQ(cache.size(), want.tensors().size()) << "qkv and the reference name different hook sets";
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& t : want.tensors()) {
+      const auto it = cache.find(t.name);
+      if (it == cache.end()) {
+        ADD_FAILURE() << "qkv has no hook " << t.name;
+        continue;
+      }
+      const Tensor& got = it->second;
+      ASSERT_EQ(got.shape(), t.shape) << t.name;
+      std::vector<float> w(size_t(t.numel()));
+      want.read_f32(t, w.data());
+      double scale = 0, err = 0;
+      for (float x : w)
+        if (std::isfinite(x)) scale = std::max(scale, double(std::abs(x)));
+      for (size_t i = 0; i < w.size(); i++) {
+        if (std::isinf(w[i])) {
+          ASSERT_EQ(got[int64_t(i)], w[i]) << t.name << " at " << i << ": masked entries are -inf";
+          continue;
+        }
+        err = std::max(err, std::abs(double(got[int64_t(i)]) - double(w[i])));
+      }
+      const double rel = scale > 0 ? err / scale : err;
+      EXPECT_LE(rel, kTol) << t.name << ": max |qkv - reference| = " << err << " of max |reference| " << scale;
+      if (rel > worst) worst = rel, worst_name = t.name;
+    }
+    std::printf("  %-24s %zu hooks, worst %.2e (%s)\n", c.name.c_str(), cache.size(), worst, worst_name.c_str());
+    fs::remove_all(dir);
+  }
+  EXPECT_EQ(families.size(), supported_model_types().size()) << "a family without a fixture";
+}
+
+// The fused path (no hooks asking for the pattern) and the materialised one give the same logits.
+TEST(Families, FusedAttentionAgreesWithTheMaterialisedPath) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = make_checkpoint(c);
+    const Model m = load_lm(dir);
+    RunState st;
+    const std::vector<float> fast = run(m, c.tokens, st);
+    const auto cache = run_with_cache(m, c.tokens);
+    const Tensor& slow = cache.at("logits");
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < fast.size(); i++) {
+      scale = std::max(scale, double(std::abs(slow[int64_t(i)])));
+      err = std::max(err, double(std::abs(fast[i] - slow[int64_t(i)])));
+    }
+    EXPECT_LE(err, 2e-6 * scale);
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace qkv
