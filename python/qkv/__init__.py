@@ -128,7 +128,7 @@ class Model:
         """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""
         self._m = _qkv.Model(path)
         self._hook_names = list(self._m.hook_names)
-        self._all_names = self._hook_names + ["logits"]
+        self._all_names = self._hook_names + ([] if "logits" in self._hook_names else ["logits"])
 
     def __repr__(self):
         c = self.config
