@@ -236,7 +236,7 @@ py::array run_hooks(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
   return view_of(const_cast<float*>(logits->data()), {int64_t(ids.size()), int64_t(m.lm.arch.vocab_size)}, st);
 }
 
-// The C++ side of python/bench_cache.py: seconds of each of `reps` calls of qkv::run_with_cache (every
+// The C++ side of examples/bench_cache.py: seconds of each of `reps` calls of qkv::run_with_cache (every
 // hook point kept), with nothing of Python in the loop.
 std::vector<double> time_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
                                int reps) {
@@ -488,7 +488,7 @@ PYBIND11_MODULE(_qkv, mod) {
            "logits with Python hooks called on the engine's buffers.");
 
   mod.def("time_run_with_cache", &time_cache, py::arg("model"), py::arg("tokens"), py::arg("reps"),
-          "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for python/bench_cache.py.");
+          "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for examples/bench_cache.py.");
   mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none());
   mod.def("scores", &exp_scores, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none());
   mod.def("swap", &exp_swap, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none());

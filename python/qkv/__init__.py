@@ -207,7 +207,7 @@ class Model:
         ids = _ids(self, tokens)
         all_names = self._all_names
         if names is None:
-            keep = list(all_names)
+            keep = None  # everything: the engine's own default
         elif callable(names):
             keep = [n for n in all_names if names(n)]
         elif isinstance(names, str):
@@ -223,7 +223,8 @@ class Model:
                 if not 0 <= l < self.config["n_layer"]:
                     raise _usage("layers: layer %d is outside [0, %d)" % (l, self.config["n_layer"]))
                 wanted.add(l)
-            keep = [n for n in keep if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
+            keep = [n for n in (all_names if keep is None else keep)
+                    if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
         raw_logits, raw = self._m.run_with_cache(ids, keep)
         labels = (self, ids)
         logits = _activation(raw_logits, "logits", labels)

@@ -1,6 +1,6 @@
 """Overhead of `model.run_with_cache` from Python against the same C++ call (issue 17: < 2x).
 
-    PYTHONPATH=build/python /usr/bin/python3 python/bench_cache.py [MODEL] [T]
+    PYTHONPATH=build/python /usr/bin/python3 examples/bench_cache.py [MODEL] [T]
 
 Times qkv::run_with_cache in C++ (every hook point kept, nothing of Python in the loop) and
 model.run_with_cache(tokens) from Python on the same T tokens (default 64), interleaved in rounds,
