@@ -69,7 +69,7 @@ class Model {
   const Weight& weight(const std::string& name) const;
   // Storage the views point into (mappings, or owned copies); shared so Model copies are cheap.
   std::vector<std::shared_ptr<const void>> keep_alive;
-  std::map<std::string, const Weight*> by_name;  // filled by the loader
+  std::map<std::string, size_t> index;  // checkpoint-table name -> position in `table`
 };
 
 // Loads a Hugging Face directory (config.json + model.safetensors or model.safetensors.index.json

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "qkv/error.hpp"
+#include "io/io_util.hpp"
 #include "qkv/io/config_json.hpp"
 
 namespace qkv {
@@ -17,11 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string describe(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string describe(const json& v) { return io::detail::describe_json(v); }
 
 // Typed reads of config keys: absent -> fallback; present with the wrong type -> error naming the key.
 struct Keys {
@@ -288,7 +285,7 @@ void Arch::validate(const std::string& where) const {
   if (H % n_kv != 0)
     data_error(where + ": num_key_value_heads " + std::to_string(n_kv) + " does not divide num_attention_heads " +
                std::to_string(H) + " (each key/value head serves a whole group of query heads)");
-  if (dh < 1 || dh > 4096) bad("head_dim", dh, "1 .. 4096");
+  if (dh < 1 || dh > (1 << 16)) bad("head_dim", dh, "1 .. 65536");
   if ((qkv_layout == QkvLayout::Gpt2Thirds || qkv_layout == QkvLayout::NeoxPerHead) && H * dh != d)
     data_error(where + ": head_dim " + std::to_string(dh) + " × " + std::to_string(H) + " heads != hidden size " +
                std::to_string(d) + " (this family's fused Q/K/V layout requires it)");

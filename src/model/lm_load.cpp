@@ -71,10 +71,14 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
+namespace {
+Weight* slot(Model& m, const TensorSpec& s);
+}
+
 const Weight& Model::weight(const std::string& name) const {
-  const auto it = by_name.find(name);
-  if (it == by_name.end()) usage_error(path + ": no tensor named " + name);
-  return *it->second;
+  const auto it = index.find(name);
+  if (it == index.end()) usage_error(path + ": no tensor named " + name);
+  return *slot(const_cast<Model&>(*this), table[it->second]);
 }
 
 namespace {
@@ -230,7 +234,7 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
       m.keep_alive.push_back(owned);
     }
     check_finite(*w, f.file->path());
-    m.by_name[s.name] = w;
+    m.index[s.name] = i;
   }
   for (const auto& f : files) m.keep_alive.push_back(f);
   // A tied checkpoint may still carry lm_head.weight: accept it only as a true copy of the embedding.
@@ -271,15 +275,15 @@ Model from_gpt2(GPT2 g, const std::string& path) {
     w->type = WeightType::F32;
     w->data = owned->data() + g.spec(s.name).offset;
     w->in_out = s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
-    m.by_name[s.name] = w;
   }
+  for (size_t i = 0; i < m.table.size(); i++) m.index[m.table[i].name] = i;
   m.keep_alive.push_back(owned);
   return m;
 }
 
 std::string dtype_summary(const Model& m) {
   std::map<WeightType, int> n;
-  for (const auto& [name, w] : m.by_name) n[w->type]++;
+  for (const auto& s : m.table) n[m.weight(s.name).type]++;
   std::string s;
   for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + (t == WeightType::F32 ? "F32" : t == WeightType::F16 ? "F16" : "BF16");
   return s;
@@ -293,12 +297,15 @@ Model load_lm(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);
     const std::string cj = (dir / "config.json").string();
+    const std::string single = (dir / "model.safetensors").string();
+    const std::string index = (dir / "model.safetensors.index.json").string();
+    if (!fs::exists(single) && !fs::exists(index))
+      data_error(path + ": a model directory needs model.safetensors (or model.safetensors.index.json and its shards); "
+                        "neither found");
     if (!fs::exists(cj)) data_error(path + ": a model directory needs config.json (not found)");
     const Arch arch = arch_from_config(read_json(cj), cj);
     std::vector<std::shared_ptr<io::SafetensorsFile>> files;
     std::map<std::string, const io::SafetensorsFile*> weight_map;
-    const std::string single = (dir / "model.safetensors").string();
-    const std::string index = (dir / "model.safetensors.index.json").string();
     std::string what;
     if (fs::exists(single)) {
       files.push_back(std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(single)));

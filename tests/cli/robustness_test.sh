@@ -81,7 +81,7 @@ expect st-truncated 1 'trunc.safetensors: tensor "[^"]+": data_offsets .* reach 
 rm "$tmp/config.json"
 
 # ---- the checkpoint against GPT-2's table and its config ----
-expect missing-tensor 1 'missing_tensor.safetensors: tensor h.0.attn.c_proj.weight is missing \(expected shape \[4, 4\]\)' -- info --model "$(st model_safetensors/bad_missing_tensor missing_tensor)"
+expect missing-tensor 1 'missing_tensor.safetensors: tensor h.0.attn.c_proj.weight is missing \(expected shape \[4, 4\]' -- info --model "$(st model_safetensors/bad_missing_tensor missing_tensor)"
 expect shape-vs-config 1 'tensor h.0.attn.c_attn.weight has shape \[12, 4\], expected \[4, 12\] from the config' -- info --model "$(st model_safetensors/bad_shape_vs_config shape)"
 expect unexpected-tensor 1 'unexpected tensor h.7.foo \[2\]' -- info --model "$(st model_safetensors/bad_unexpected_tensor unexpected)"
 expect no-config 1 'no_config.safetensors: no config' -- info --model "$(st model_safetensors/bad_no_config no_config)"

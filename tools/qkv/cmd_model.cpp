@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "cli.hpp"
 #include "model_input.hpp"
@@ -23,37 +24,41 @@ namespace qkv::cli {
 namespace {
 
 void run_info(const ModelArgs& a, bool json) {
-  const LoadedModel m = load_model_arg(a);
-  const GPT2Config& c = m.model.config;
+  const LoadedLM m = load_lm_arg(a);
+  const Arch& c = m.model.arch;
   if (json) {
     nlohmann::json t = nlohmann::json::array();
-    for (const auto& s : m.model.table) t.push_back({{"name", s.name}, {"shape", s.shape}, {"numel", s.numel}});
+    for (const auto& s : m.model.table) {
+      const Weight& w = m.model.weight(s.name);
+      t.push_back({{"name", w.name},
+                   {"shape", s.shape},
+                   {"dtype", w.type == WeightType::F32 ? "F32" : w.type == WeightType::F16 ? "F16" : "BF16"},
+                   {"role", s.role}});
+    }
+    nlohmann::json cfg = c.to_json();
+    // The GPT-2 keys earlier versions printed, kept for scripts that read them.
+    cfg["n_embd"] = c.d, cfg["n_layer"] = c.n_layer, cfg["n_head"] = c.H, cfg["n_positions"] = c.n_ctx;
+    cfg["mlp_dim"] = c.d_ff, cfg["attn_only"] = c.attn_only(), cfg["layer_norm_epsilon"] = c.norm_eps;
     print_json({{"source", m.model.source},
                 {"parameters", m.model.num_parameters()},
-                {"config",
-                 {{"vocab_size", c.vocab_size},
-                  {"n_positions", c.n_positions},
-                  {"n_embd", c.n_embd},
-                  {"n_layer", c.n_layer},
-                  {"n_head", c.n_head},
-                  {"head_dim", c.head_dim()},
-                  {"mlp_dim", c.attn_only ? 0 : c.mlp_dim()},
-                  {"layer_norm_epsilon", c.layer_norm_epsilon},
-                  {"attn_only", c.attn_only}}},
+                {"architecture", c.describe()},
+                {"config", cfg},
                 {"tokenizer", m.tokenizer ? nlohmann::json(m.tokenizer->vocab_size()) : nlohmann::json(nullptr)},
                 {"tensors", t}});
     return;
   }
   std::string n = std::to_string(m.model.num_parameters());
   for (int i = int(n.size()) - 3; i > 0; i -= 3) n.insert(size_t(i), ",");
-  std::cout << "model       " << m.model.source << "\nparameters  " << n << "\nconfig      vocab " << c.vocab_size
-            << ", positions " << c.n_positions << ", d " << c.n_embd << ", layers " << c.n_layer << ", heads "
-            << c.n_head << " × " << c.head_dim() << (c.attn_only ? ", attention-only" : ", MLP " + std::to_string(c.mlp_dim()))
-            << ", LayerNorm eps " << c.layer_norm_epsilon << "\ntokenizer   "
-            << (m.tokenizer ? std::to_string(m.tokenizer->vocab_size()) + " tokens" : "none beside the model")
+  std::cout << "model       " << m.model.source << "\nparameters  " << n << "\n";
+  for (const std::string& line : c.describe()) std::cout << line << "\n";
+  std::cout << "tokenizer   " << (m.tokenizer ? std::to_string(m.tokenizer->vocab_size()) + " tokens" : "none beside the model")
             << "\n\n";
-  report::Table t({"tensor", "shape", "numel"});
-  for (const auto& s : m.model.table) t.add({s.name, shape_string(s.shape), std::to_string(s.numel)});
+  report::Table t({"tensor", "shape", "dtype", "role"});
+  for (const auto& s : m.model.table) {
+    const Weight& w = m.model.weight(s.name);
+    t.add({w.name, shape_string(s.shape), w.type == WeightType::F32 ? "F32" : w.type == WeightType::F16 ? "F16" : "BF16",
+           s.role});
+  }
   std::cout << t.str();
 }
 
@@ -79,12 +84,14 @@ void run_tokenize(const ModelArgs& a, const std::string& text_arg, const std::st
 }
 
 void run_run(const ModelArgs& a, int top, bool json) {
-  const LoadedModel m = load_model_arg(a);
+  const LoadedLM m = load_lm_arg(a);
   const std::vector<int> ids = input_ids(m, a);
-  // The fast path (inference.hpp): no trace is needed, and only the last position's logits.
-  InferenceState st(m.model.config, int(std::clamp<size_t>(ids.size(), 1, size_t(m.model.config.n_positions))), false);
-  const std::vector<float>& logits = forward_fast(m.model, ids, st, /*last_only=*/true);
-  const int V = m.model.config.vocab_size;
+  // The family forward with no hooks: fused attention, only the last position's logits.
+  RunState st;
+  RunOptions opt;
+  opt.last_only = true;
+  const std::vector<float>& logits = run(m.model, ids, st, opt);
+  const int V = m.model.arch.vocab_size;
   const float* last = logits.data();
   std::vector<double> p(static_cast<size_t>(V));
   const double mx = *std::max_element(last, last + V);
@@ -119,17 +126,23 @@ void run_run(const ModelArgs& a, int top, bool json) {
 }
 
 void run_dump(const ModelArgs& a, const std::string& out, const std::string& layers_arg) {
-  const LoadedModel m = load_model_arg(a);
+  const LoadedLM m = load_lm_arg(a);
   const std::vector<int> ids = input_ids(m, a);
-  Trace tr;
+  std::set<int> layers;
   if (!layers_arg.empty())
     for (int l : parse_ints("--layers", layers_arg)) {
-      if (l < 0 || l >= m.model.config.n_layer)
-        usage_error("--layers: layer " + std::to_string(l) + " is outside [0, " + std::to_string(m.model.config.n_layer) + ")");
-      tr.layers.insert(l);
+      if (l < 0 || l >= m.model.arch.n_layer)
+        usage_error("--layers: layer " + std::to_string(l) + " is outside [0, " + std::to_string(m.model.arch.n_layer) + ")");
+      layers.insert(l);
     }
-  Activations acts;
-  forward(m.model, ids, acts, &tr);
+  // Every hook point of the chosen blocks (and the final norm and logits), copied out of one forward.
+  struct {
+    std::map<std::string, Tensor> acts;
+  } tr;
+  tr.acts = run_with_cache(m.model, ids, [&](const std::string& name) {
+    if (layers.empty() || name.rfind("blocks.", 0) != 0) return true;
+    return layers.count(std::stoi(name.substr(7))) > 0;
+  });
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec || !fs::is_directory(out)) data_error(out + ": cannot create the output directory (" + ec.message() + ")");

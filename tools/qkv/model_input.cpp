@@ -1,5 +1,8 @@
 #include "model_input.hpp"
 
+#include <filesystem>
+#include <fstream>
+
 #include "cli.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
@@ -18,11 +21,68 @@ void add_input_options(CLI::App* cmd, ModelArgs& a) {
   t->excludes(k);
 }
 
+namespace {
+
+std::string model_path(const ModelArgs& a) {
+  std::string p = a.model.empty() ? default_model_path() : a.model;
+  if (p.empty()) usage_error("--model is required: no bundled model was found and $QKV_MODEL is not set");
+  return p;
+}
+
+// ids from --tokens, else the text through the tokenizer; checked against the vocabulary and context.
+std::vector<int> ids_for(const ModelArgs& a, const std::optional<Tokenizer>& tok, const std::string& path, int V, int P,
+                         const std::string& fallback_text) {
+  std::vector<int> ids;
+  if (!a.tokens.empty()) {
+    ids = parse_ints("--tokens", a.tokens);
+  } else {
+    const std::string& text = a.text.empty() ? fallback_text : a.text;
+    if (text.empty()) usage_error("no input: give --text or --tokens");
+    if (!tok) usage_error(path + " has no tokenizer beside it; give --tokens instead of --text");
+    ids = tok->encode(text);
+    if (ids.empty()) usage_error("--text: the text is empty after tokenization");
+  }
+  for (size_t i = 0; i < ids.size(); i++)
+    if (ids[i] < 0 || ids[i] >= V)
+      usage_error("--tokens: id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (int(ids.size()) > P)
+    usage_error("the input is " + std::to_string(ids.size()) + " tokens but the model has " + std::to_string(P) +
+                " positions; shorten it (nothing is truncated silently)");
+  return ids;
+}
+
+}  // namespace
+
+LoadedLM load_lm_arg(const ModelArgs& a) {
+  LoadedLM m;
+  m.path = model_path(a);
+  m.model = load_lm(m.path);
+  m.tokenizer = tokenizer_for_model(m.path);
+  if (m.tokenizer && m.tokenizer->vocab_size() > m.model.arch.vocab_size)
+    data_error(m.path + ": tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+               " tokens but the model's vocab_size is " + std::to_string(m.model.arch.vocab_size));
+  return m;
+}
+
+std::vector<int> input_ids(const LoadedLM& m, const ModelArgs& a, const std::string& fallback_text) {
+  return ids_for(a, m.tokenizer, m.path, m.model.arch.vocab_size, m.model.arch.n_ctx, fallback_text);
+}
+
 LoadedModel load_model_arg(const ModelArgs& a) {
   LoadedModel m;
-  m.path = a.model.empty() ? default_model_path() : a.model;
-  if (m.path.empty())
-    usage_error("--model is required: no bundled model was found and $QKV_MODEL is not set");
+  m.path = model_path(a);
+  // The experiments still read GPT-2's own class: say so for another family rather than a key error.
+  std::error_code ec;
+  const std::filesystem::path cj = std::filesystem::path(m.path) / "config.json";
+  if (std::filesystem::is_directory(m.path, ec) && std::filesystem::exists(cj, ec)) {
+    std::ifstream f(cj);
+    const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_object() && j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "gpt2")
+      usage_error(m.path + ": a " + j["model_type"].get<std::string>() +
+                  " model; this command measures GPT-2 checkpoints so far (qkv info, run, dump and tokenize take "
+                  "every family)");
+  }
   m.model = load_model(m.path);
   m.tokenizer = tokenizer_for_model(m.path);
   if (m.tokenizer && m.tokenizer->vocab_size() > m.model.config.vocab_size)
@@ -32,26 +92,7 @@ LoadedModel load_model_arg(const ModelArgs& a) {
 }
 
 std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text) {
-  std::vector<int> ids;
-  if (!a.tokens.empty()) {
-    ids = parse_ints("--tokens", a.tokens);
-  } else {
-    const std::string& text = a.text.empty() ? fallback_text : a.text;
-    if (text.empty()) usage_error("no input: give --text or --tokens");
-    if (!m.tokenizer)
-      usage_error(m.path + " has no tokenizer beside it (vocab.json + merges.txt); give --tokens instead of --text");
-    ids = m.tokenizer->encode(text);
-    if (ids.empty()) usage_error("--text: the text is empty after tokenization");
-  }
-  const int V = m.model.config.vocab_size, P = m.model.config.n_positions;
-  for (size_t i = 0; i < ids.size(); i++)
-    if (ids[i] < 0 || ids[i] >= V)
-      usage_error("--tokens: id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (int(ids.size()) > P)
-    usage_error("the input is " + std::to_string(ids.size()) + " tokens but the model has " + std::to_string(P) +
-                " positions; shorten it (nothing is truncated silently)");
-  return ids;
+  return ids_for(a, m.tokenizer, m.path, m.model.config.vocab_size, m.model.config.n_positions, fallback_text);
 }
 
 std::vector<std::string> token_labels(const LoadedModel& m, const std::vector<int>& ids) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 #include "qkv/tokenizer.hpp"
 
@@ -24,7 +25,17 @@ struct LoadedModel {
   GPT2 model;
   std::optional<Tokenizer> tokenizer;
 };
+// The GPT-2 model the experiments and training read (a clear error names the family otherwise).
 LoadedModel load_model_arg(const ModelArgs& a);
+
+// A model of any family (lm.hpp), for the commands that only run it: info, run, dump.
+struct LoadedLM {
+  std::string path;
+  Model model;
+  std::optional<Tokenizer> tokenizer;
+};
+LoadedLM load_lm_arg(const ModelArgs& a);
+std::vector<int> input_ids(const LoadedLM& m, const ModelArgs& a, const std::string& fallback_text = "");
 
 // ids from --tokens, else --text through the model's tokenizer, else `fallback_text` (if non-empty).
 std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text = "");
