@@ -117,8 +117,8 @@ struct PyModel {
 
   const qkv::GPT2& gpt2(const char* what) {
     if (lm.arch.model_type != "gpt2")
-      qkv::usage_error(std::string("qkv.") + what + ": the experiments run on GPT-2 models; " + path + " is " +
-                       lm.arch.model_type);
+      qkv::usage_error(path + ": a " + lm.arch.model_type + " model; qkv." + what +
+                       " measures GPT-2 checkpoints so far (load, run_with_cache and run_with_hooks take every family)");
     std::lock_guard<std::mutex> g(gpt2_mutex);
     if (!gpt2_model) gpt2_model = std::make_unique<qkv::GPT2>(qkv::load_model(path));
     return *gpt2_model;
