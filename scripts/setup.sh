@@ -42,7 +42,10 @@ if [ -d "$build/python/qkv" ]; then
   pydir=$(cd "$build/python" && pwd)
   for py in /usr/bin/python3 $(command -v python3 || true); do
     [ -x "$py" ] || continue
-    "$py" -c 'import numpy' 2>/dev/null || continue
+    if ! "$py" -c 'import numpy' 2>/dev/null; then
+      echo "qkv setup: $py has no numpy: use /usr/bin/python3 for 'import qkv'" >&2
+      continue
+    fi
     [ "$("$py" -c 'import sys; print(sys.version_info[:2])')" = "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" ] || continue
     site=$("$py" -c 'import site, sys; print(site.getsitepackages()[0])')
     sudo=""

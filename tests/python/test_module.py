@@ -268,7 +268,7 @@ def test_repr_html_is_the_reports_heatmap(model, tokens):
 
 def test_the_gil_is_released_while_the_engine_computes(model):
     started, count = threading.Event(), 0
-    t = threading.Thread(target=lambda: (started.set(), qkv.heads(model, batch=16)))
+    t = threading.Thread(target=lambda: (started.set(), qkv.heads(model, batch=128)))
     t.start()
     started.wait()
     t0 = time.perf_counter()
