@@ -489,16 +489,23 @@ PYBIND11_MODULE(_qkv, mod) {
 
   mod.def("time_run_with_cache", &time_cache, py::arg("model"), py::arg("tokens"), py::arg("reps"),
           "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for examples/bench_cache.py.");
-  mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none());
-  mod.def("scores", &exp_scores, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none());
-  mod.def("swap", &exp_swap, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none());
+  mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none(),
+          "`qkv project --json` as a dict (see qkv.project).");
+  mod.def("scores", &exp_scores, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none(),
+          "`qkv scores --json` as a dict (see qkv.scores).");
+  mod.def("swap", &exp_swap, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("tokens") = py::none(),
+          "`qkv swap --json` as a dict (see qkv.swap).");
   mod.def("heads", &exp_heads, py::arg("model"), py::arg("seq_len"), py::arg("batch"), py::arg("seed"), py::arg("bos"),
-          py::arg("tokens") = py::none());
+          py::arg("tokens") = py::none(),
+          "`qkv heads --json` as a dict (see qkv.heads).");
   mod.def("ablate", &exp_ablate, py::arg("model"), py::arg("layer"), py::arg("head"), py::arg("seq_len"),
-          py::arg("batch"), py::arg("seed"), py::arg("bos"));
-  mod.def("circuits", &exp_circuits, py::arg("model"), py::arg("fold_ln"), py::arg("samples"), py::arg("seed"));
+          py::arg("batch"), py::arg("seed"), py::arg("bos"),
+          "`qkv ablate --json` as a dict (see qkv.ablate).");
+  mod.def("circuits", &exp_circuits, py::arg("model"), py::arg("fold_ln"), py::arg("samples"), py::arg("seed"),
+          "`qkv circuits --json` as a dict (see qkv.circuits).");
   mod.def("tour", &exp_tour, py::arg("model"), py::arg("tokens"), py::arg("text"), py::arg("out"), py::arg("seq_len"),
-          py::arg("batch"), py::arg("seed"), py::arg("bos"), py::arg("progress"));
+          py::arg("batch"), py::arg("seed"), py::arg("bos"), py::arg("progress"),
+          "`qkv tour --json` as a dict (see qkv.tour).");
   mod.def("heatmap_svg", &heatmap, py::arg("values"), py::arg("row_labels"), py::arg("col_labels"), py::arg("title"),
           py::arg("row_title"), py::arg("col_title"), py::arg("value_label"), py::arg("scale"),
           "The report's heatmap (src/report/svg.cpp) of a 2-D array, as an <svg> string.");

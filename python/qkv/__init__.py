@@ -29,6 +29,7 @@ Error.__doc__ = """Bad input (a ValueError): the message the CLI prints after 'q
 
 
 def _usage(message):
+    """A qkv.Error for bad usage (exit code 2), raised from the Python side."""
     e = Error(message)
     e.exit_code, e.kind = 2, "usage"
     return e
@@ -61,6 +62,7 @@ class Activation(_np.ndarray):
     slice with the tokens on both axes, any other array as a matrix (first 128 rows and columns)."""
 
     def __array_finalize__(self, obj):
+        """Views and copies keep the hook name and the tokens."""
         self.hook_name = getattr(obj, "hook_name", None)
         self._tokens = getattr(obj, "_tokens", None)  # (model, ids): the labels are made when drawn
 
@@ -73,12 +75,14 @@ class Activation(_np.ndarray):
         return model._labels(ids)
 
     def _repr_html_(self):
+        """Jupyter's rich display: the report's SVG heatmap (see the class docstring)."""
         try:
             return self._svg()
         except Exception as e:  # never break the notebook's display: fall back to the text repr
             return "<pre>" + _html_escape(repr(_np.asarray(self))) + "\n(" + _html_escape(str(e)) + ")</pre>"
 
     def _svg(self):
+        """The SVG for _repr_html_: a grid of heads for [H, T, T], else one matrix."""
         a = _np.asarray(self, dtype=_np.float64)
         name = self.hook_name or ""
         labels = self.labels
@@ -106,10 +110,12 @@ class Activation(_np.ndarray):
 
 
 def _html_escape(s):
+    """s with & < > escaped for HTML text."""
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _activation(arr, name, tokens):
+    """arr (no copy) as an Activation named `name`; tokens: (model, ids) for the labels."""
     a = arr.view(Activation)
     a.hook_name = name
     a._tokens = tokens
@@ -131,6 +137,7 @@ class Model:
         self._all_names = self._hook_names + ([] if "logits" in self._hook_names else ["logits"])
 
     def __repr__(self):
+        """The path, family and shape of the model."""
         c = self.config
         return "<qkv.Model %s: %s, %d layers, %d heads of %d, d=%d, %d parameters>" % (
             self.path, c.get("model_type"), c.get("n_layer"), c.get("H"), c.get("head_dim"), c.get("d"),
@@ -187,6 +194,7 @@ class Model:
         return "".join(self.to_str_tokens(tokens))
 
     def _labels(self, ids):
+        """Token labels as the report draws them."""
         return self._m.labels(list(ids))
 
     # -- forward
@@ -274,6 +282,7 @@ def _ids(model, tokens):
 
 
 def _opt_ids(model, tokens):
+    """None, or token ids as _ids makes them."""
     return None if tokens is None else _ids(model, tokens)
 
 
@@ -288,6 +297,7 @@ def load(path=None):
 
 
 def _model(m):
+    """The engine's model inside a qkv.Model (qkv.Error for anything else)."""
     if not isinstance(m, Model):
         raise _usage("expected a qkv.Model (from qkv.load), got %s" % type(m).__name__)
     return m._m

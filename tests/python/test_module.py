@@ -298,3 +298,17 @@ def test_another_family_caches_every_hook_point_as_dump(tmp_path):
     assert seen == m.hook_names
     with pytest.raises(qkv.Error, match="llama"):
         qkv.heads(m)
+
+
+def test_every_function_has_a_docstring():
+    import inspect
+    missing = [n for n in qkv.__all__ if not (getattr(qkv, n).__doc__ or "").strip()]
+    for cls in (qkv.Model, qkv.Activation):
+        for n, f in vars(cls).items():
+            if callable(f) or isinstance(f, property):
+                if not (f.__doc__ or "").strip():
+                    missing.append(cls.__name__ + "." + n)
+    for n, f in inspect.getmembers(qkv._qkv, callable):
+        if not n.startswith("_") and not (f.__doc__ or "").strip():
+            missing.append("_qkv." + n)
+    assert missing == []
