@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "qkv/analysis/family_tour.hpp"
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
@@ -339,6 +340,17 @@ py::object exp_circuits(PyModel& m, bool fold_ln, int samples, uint64_t seed) {
 
 py::object exp_tour(PyModel& m, const OptIds& tokens, const std::string& text, const std::optional<std::string>& out,
                     int seq_len, int batch, uint64_t seed, int bos, const std::optional<py::function>& progress) {
+  if (m.lm.arch.model_type != "gpt2") {  // another family: the claims that carry over, n/a for the rest
+    an::FamilyTourOptions o;
+    o.text_ids = opt_ids(tokens);
+    o.seed = seed;
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      j = qkv::report::family_tour_json(an::family_tour(m.lm, o), m.path, m.lm.arch);
+    }
+    return to_py(j);
+  }
   const qkv::GPT2& g = m.gpt2("tour");
   if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
   qkv::report::TourInput in =

@@ -103,6 +103,10 @@ struct RunOptions {
   bool last_only = false;     // logits of the last position only
   const Hooks* hooks = nullptr;
   int stop_at_layer = -1;     // >= 0: stop after that block's resid_post (no logits)
+  // Every layer's attention through the materialised T×T path, hooked or not, so that what one layer
+  // shows does not depend on which other layers were asked for (`qkv dump --layers`). Off: layers
+  // whose scores and pattern nobody hooks run fused (fast; equal to ~1e-7, not bit for bit).
+  bool materialise_all = false;
 };
 
 // ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits.
@@ -114,8 +118,22 @@ const std::vector<float>& run(const Model& model, const std::vector<int>& ids, R
 std::vector<std::string> hook_names(const Model& model);
 
 // A run that copies out the named activations (`keep(name)` true; null = all) plus "logits".
+// materialise_all as in RunOptions (default on: the values do not depend on what else was kept).
 std::map<std::string, Tensor> run_with_cache(const Model& model, const std::vector<int>& ids,
-                                             const std::function<bool(const std::string&)>& keep = nullptr);
+                                             const std::function<bool(const std::string&)>& keep = nullptr,
+                                             bool materialise_all = true);
+
+// Rotary positions applied to rows x [n, dh] in place, row r rotated to position pos[r] (the forward's
+// own rotation, for experiments on single q/k pairs). No-op for models with learned positions.
+void apply_rotary(const Arch& arch, float* x, int n, const int* pos);
+
+// A layer's Q, K and V maps as dense fp32 in nn.Linear's layout, whatever the checkpoint's layout
+// (GPT-2's thirds, NeoX's per-head interleave, Phi-3's stacked rows, separate projections):
+// q = u·Wqᵀ + bq with Wq [H·dh, d], Wk/Wv [n_kv·dh, d]; biases empty when the model has none.
+struct QkvMaps {
+  std::vector<float> Wq, Wk, Wv, bq, bk, bv;
+};
+QkvMaps qkv_maps(const Model& model, int layer);
 
 // FLOPs of run() (GEMMs and causal attention, multiply-adds × 2), for GFLOP/s figures.
 double lm_forward_flops(const Arch& arch, int T, bool last_only = false);

@@ -8,6 +8,7 @@
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/lm.hpp"
+#include "qkv/ops.hpp"
 
 namespace qkv {
 namespace {
@@ -22,6 +23,7 @@ struct Ctx {
   RunState& st;
   const Hooks* hooks;
   int T;
+  bool materialise_all;
   // Calls the hook at `name` when the caller asked for it; the activation is `data` shaped `shape`.
   bool wants(const std::string& name) const { return hooks && hooks->wants && hooks->wants(name); }
   void hook(const std::string& name, float* data, std::vector<int64_t> shape) const {
@@ -49,19 +51,17 @@ void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const
     const float* xi = x + long(i) * d;
     float* yi = y + long(i) * d;
     if (kind == NormKind::LayerNorm) {
-      float s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int j = 0; j < d; j++) s += xi[j];
-      const float mu = s / float(d);
+      // The same loops as ops.hpp's layernorm_forward, so GPT-2's trace is bit-identical to the training forward's.
+      float mu = 0;
+      for (int j = 0; j < d; j++) mu += xi[j];
+      mu /= float(d);
       float var = 0;
-#pragma omp simd reduction(+ : var)
       for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
-      const float r = 1.0f / std::sqrt(var / float(d) + eps);
+      var /= float(d);
+      const float r = 1.0f / std::sqrt(var + eps);
       if (B) {
-#pragma omp simd
         for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
       } else {
-#pragma omp simd
         for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
       }
     } else {
@@ -80,18 +80,26 @@ void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const
   }
 }
 
-// y [N, out] (row stride ldy) = beta·y + x [N, in] · W (W's own layout: [out, in] or Conv1D [in, out]),
-// then + b. F32 weights go to BLIS in place; F16/BF16 ones are converted kChunk elements at a time.
-void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, float beta,
-            std::vector<float>& scratch) {
+// y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
+// As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
+// in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer.
+void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, std::vector<float>& scratch) {
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
   const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
+  const bool bias = b && b->present();
+  if (bias) {
+    std::vector<float> bs;
+    const float* B = b->f32(0, out, bs);
+#pragma omp parallel for schedule(static) if (long(N) * out >= kParallelElems)
+    for (int i = 0; i < N; i++) std::copy_n(B, out, y + long(i) * ldy);
+  }
+  const float beta = bias ? 1.0f : 0.0f;
   if (W.type == WeightType::F32) {
     const float* w = static_cast<const float*>(W.data);
     if (W.in_out) gemm<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);
     else gemm<float>(false, true, N, out, in, 1.0f, x, in, w, in, beta, y, ldy);
   } else if (!W.in_out) {
-    // chunks of output rows: y[:, r0:r0+n] = x · W[r0:r0+n]ᵀ
+    // chunks of output rows: y[:, r0:r0+n] (+)= x · W[r0:r0+n]ᵀ
     const int rows = int(std::max<int64_t>(1, kChunk / in));
     for (int r0 = 0; r0 < out; r0 += rows) {
       const int n = std::min(rows, out - r0);
@@ -99,22 +107,12 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
       gemm<float>(false, true, N, n, in, 1.0f, x, in, w, in, beta, y + r0, ldy);
     }
   } else {
-    // chunks of input rows (the reduction): y += x[:, r0:r0+n] · W[r0:r0+n, :]
+    // chunks of input rows (the reduction): y (+)= x[:, r0:r0+n] · W[r0:r0+n, :]
     const int rows = int(std::max<int64_t>(1, kChunk / out));
     for (int r0 = 0; r0 < in; r0 += rows) {
       const int n = std::min(rows, in - r0);
       const float* w = W.f32(int64_t(r0) * out, int64_t(n) * out, scratch);
       gemm<float>(false, false, N, out, n, 1.0f, x + r0, in, w, out, r0 == 0 ? beta : 1.0f, y, ldy);
-    }
-  }
-  if (b && b->present()) {
-    std::vector<float> bs;
-    const float* B = b->f32(0, out, bs);
-#pragma omp parallel for schedule(static) if (long(N) * out >= kParallelElems)
-    for (int i = 0; i < N; i++) {
-      float* yi = y + long(i) * ldy;
-#pragma omp simd
-      for (int j = 0; j < out; j++) yi[j] += B[j];
     }
   }
 }
@@ -223,21 +221,8 @@ void attention_materialised(const Ctx& c, int l, float* z) {
       }
   }
   c.maybe(b + "hook_attn_scores", S, {H, T, T});
-  // A = softmax(S) row by row, in place; the max subtracted, the sum in double; -inf -> 0.
-#pragma omp parallel for schedule(static) if (long(H) * T * T >= kParallelElems)
-  for (long r = 0; r < long(H) * T; r++) {
-    float* row = S + size_t(r) * T;
-    float mx = ninf;
-    for (int j = 0; j < T; j++) mx = std::max(mx, row[j]);
-    if (mx == ninf) {  // a row a hook masked entirely: no weight anywhere
-      std::fill(row, row + T, 0.0f);
-      continue;
-    }
-    double sum = 0;
-    for (int j = 0; j < T; j++) sum += row[j] = std::exp(row[j] - mx);
-    const float inv = float(1.0 / sum);
-    for (int j = 0; j < T; j++) row[j] *= inv;
-  }
+  // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
+  softmax_forward(S, S, int64_t(H) * T, T);
   c.maybe(b + "hook_pattern", S, {H, T, T});
   for (int h = 0; h < H; h++)
     gemm<float>(false, false, T, dh, T, 1.0f, S + size_t(h) * TT, T, st.v.data() + size_t(h / G) * T * dh, dh, 0.0f,
@@ -272,11 +257,11 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   grow(st.qkv, size_t(T) * total);
   float* P = st.qkv.data();
   if (a.qkv_layout == QkvLayout::Separate) {
-    linear(P, total, u, T, w.wq, &w.bq, 0.0f, st.wbuf);
-    linear(P + qd, total, u, T, w.wk, &w.bk, 0.0f, st.wbuf);
-    linear(P + qd + kvd, total, u, T, w.wv, &w.bv, 0.0f, st.wbuf);
+    linear(P, total, u, T, w.wq, &w.bq, st.wbuf);
+    linear(P + qd, total, u, T, w.wk, &w.bk, st.wbuf);
+    linear(P + qd + kvd, total, u, T, w.wv, &w.bv, st.wbuf);
   } else {
-    linear(P, total, u, T, w.wqkv, &w.bqkv, 0.0f, st.wbuf);
+    linear(P, total, u, T, w.wqkv, &w.bqkv, st.wbuf);
   }
   grow(st.q, size_t(H) * T * dh);
   grow(st.k, size_t(K) * T * dh);
@@ -303,7 +288,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   }
   grow(st.z, size_t(H) * T * dh);
   const int win = a.window_of(l);
-  const bool materialise = c.wants(b + "hook_attn_scores") || c.wants(b + "hook_pattern") || a.attn_softcap > 0 ||
+  const bool materialise = c.materialise_all || c.wants(b + "hook_attn_scores") || c.wants(b + "hook_pattern") || a.attn_softcap > 0 ||
                            (win > 0 && win < T);
   if (materialise) attention_materialised(c, l, st.z.data());
   else attention_flash(c, st.z.data());
@@ -311,7 +296,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   grow(st.zm, size_t(T) * qd);
   heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
   c.maybe(b + "hook_z", st.zm.data(), {T, H, dh});
-  linear(out, d, st.zm.data(), T, w.wo, &w.bo, 0.0f, st.wbuf);
+  linear(out, d, st.zm.data(), T, w.wo, &w.bo, st.wbuf);
 }
 
 float gelu_tanh(float x) {
@@ -331,24 +316,28 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
   grow(st.h, size_t(n));
   float* h = st.h.data();
   if (a.mlp == MlpKind::GeluTanh || a.mlp == MlpKind::Gelu) {
-    linear(h, ff, u, T, w.w_up, &w.b_up, 0.0f, st.wbuf);
+    linear(h, ff, u, T, w.w_up, &w.b_up, st.wbuf);
     const bool tanh_form = a.mlp == MlpKind::GeluTanh;
+    if (tanh_form) {
+      gelu_forward(h, h, n);  // ops.hpp's, as the training forward uses
+    } else {
 #pragma omp parallel for schedule(static) if (n >= kParallelElems)
-    for (long i = 0; i < n; i++) h[i] = tanh_form ? gelu_tanh(h[i]) : gelu_erf(h[i]);
+      for (long i = 0; i < n; i++) h[i] = gelu_erf(h[i]);
+    }
   } else {
     // gated: h = act(gate(u)) · up(u)
     float* g;
     int ldg;
     if (a.gate_up_fused) {
       grow(st.g, size_t(2) * n);
-      linear(st.g.data(), 2 * ff, u, T, w.w_gate_up, nullptr, 0.0f, st.wbuf);
+      linear(st.g.data(), 2 * ff, u, T, w.w_gate_up, nullptr, st.wbuf);
       g = st.g.data(), ldg = 2 * ff;
 #pragma omp parallel for schedule(static) if (n >= kParallelElems)
       for (int t = 0; t < T; t++) std::copy_n(g + long(t) * ldg + ff, ff, h + long(t) * ff);
     } else {
       grow(st.g, size_t(n));
-      linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, 0.0f, st.wbuf);
-      linear(h, ff, u, T, w.w_up, &w.b_up, 0.0f, st.wbuf);
+      linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, st.wbuf);
+      linear(h, ff, u, T, w.w_up, &w.b_up, st.wbuf);
       g = st.g.data(), ldg = ff;
     }
     const bool swiglu = a.mlp == MlpKind::SwiGLU;
@@ -359,7 +348,7 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
         h[long(t) * ff + j] *= swiglu ? silu(gv) : gelu_tanh(gv);
       }
   }
-  linear(out, d, h, T, w.w_down, &w.b_down, 0.0f, st.wbuf);
+  linear(out, d, h, T, w.w_down, &w.b_down, st.wbuf);
 }
 
 void add_rows(float* x, const float* y, long n) {
@@ -368,6 +357,17 @@ void add_rows(float* x, const float* y, long n) {
 }
 
 }  // namespace
+
+void apply_rotary(const Arch& a, float* x, int n, const int* pos) {
+  if (!a.rotary()) return;
+  int mx = 0;
+  for (int r = 0; r < n; r++) mx = std::max(mx, pos[r]);
+  std::vector<float> cs, sn;
+  rope_tables(a, mx + 1, cs, sn);
+  const int half = a.rotary_dim / 2;
+  for (int r = 0; r < n; r++)
+    rope_apply(x + size_t(r) * a.dh, 1, 1, a.dh, a, cs.data() + size_t(pos[r]) * half, sn.data() + size_t(pos[r]) * half);
+}
 
 std::vector<std::string> hook_names(const Model& m) {
   const Arch& a = m.arch;
@@ -418,7 +418,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
       usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  const Ctx c{m, a, st, opt.hooks, T};
+  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all};
   st.T = T;
   const size_t Td = size_t(T) * d;
   grow(st.x, Td);
@@ -490,7 +490,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   c.maybe("ln_final.hook_normalized", u, {rows, d});
   st.logits.resize(size_t(rows) * V);
   const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
-  linear(st.logits.data(), V, u, rows, W, nullptr, 0.0f, st.wbuf);
+  linear(st.logits.data(), V, u, rows, W, nullptr, st.wbuf);
   if (a.final_softcap > 0) {
     const float cap = float(a.final_softcap);
     for (auto& v : st.logits) v = cap * std::tanh(v / cap);
@@ -500,7 +500,8 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
 }
 
 std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<int>& ids,
-                                             const std::function<bool(const std::string&)>& keep) {
+                                             const std::function<bool(const std::string&)>& keep,
+                                             bool materialise_all) {
   std::map<std::string, Tensor> cache;
   Hooks h;
   h.wants = [&](const std::string& n) { return !keep || keep(n) || n == "logits"; };
@@ -512,6 +513,7 @@ std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<i
   RunState st;
   RunOptions o;
   o.hooks = &h;
+  o.materialise_all = materialise_all;
   run(m, ids, st, o);
   return cache;
 }

@@ -291,6 +291,48 @@ std::string dtype_summary(const Model& m) {
 
 }  // namespace
 
+QkvMaps qkv_maps(const Model& m, int l) {
+  const Arch& a = m.arch;
+  if (l < 0 || l >= a.n_layer) usage_error("layer " + std::to_string(l) + " is outside [0, " + std::to_string(a.n_layer) + ")");
+  const BlockWeights& w = m.blocks[size_t(l)];
+  const int d = a.d, dh = a.dh, qd = a.q_dim(), kvd = a.kv_dim();
+  QkvMaps r;
+  r.Wq.resize(size_t(qd) * d), r.Wk.resize(size_t(kvd) * d), r.Wv.resize(size_t(kvd) * d);
+  auto whole = [](const Weight& x) {
+    std::vector<float> v(size_t(x.numel()));
+    if (x.present()) x.read(0, x.numel(), v.data());
+    return v;
+  };
+  if (a.qkv_layout == QkvLayout::Separate) {
+    r.Wq = whole(w.wq), r.Wk = whole(w.wk), r.Wv = whole(w.wv);
+    if (a.qkv_bias) r.bq = whole(w.bq), r.bk = whole(w.bk), r.bv = whole(w.bv);
+    return r;
+  }
+  const std::vector<float> W = whole(w.wqkv), B = a.qkv_bias ? whole(w.bqkv) : std::vector<float>();
+  // row(part, i): which output of the fused map is row i of the Q (0), K (1) or V (2) map.
+  auto row = [&](int part, int i) {
+    const int h = i / dh, e = i % dh;
+    switch (a.qkv_layout) {
+      case QkvLayout::Gpt2Thirds: return part * d + i;
+      case QkvLayout::NeoxPerHead: return h * 3 * dh + part * dh + e;
+      default: return part == 0 ? i : part == 1 ? qd + i : qd + kvd + i;  // Stacked
+    }
+  };
+  std::vector<float>* dst[3] = {&r.Wq, &r.Wk, &r.Wv};
+  std::vector<float>* bdst[3] = {&r.bq, &r.bk, &r.bv};
+  for (int part = 0; part < 3; part++) {
+    const int n = part == 0 ? qd : kvd;
+    if (!B.empty()) bdst[part]->resize(size_t(n));
+    for (int i = 0; i < n; i++) {
+      const int o = row(part, i);
+      for (int c = 0; c < d; c++)  // Conv1D [d, 3d] is read transposed
+        (*dst[part])[size_t(i) * d + c] = a.qkv_layout == QkvLayout::Gpt2Thirds ? W[size_t(c) * 3 * d + o] : W[size_t(o) * d + c];
+      if (!B.empty()) (*bdst[part])[size_t(i)] = B[size_t(o)];
+    }
+  }
+  return r;
+}
+
 Model load_lm(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) data_error(path + ": no such file or directory");

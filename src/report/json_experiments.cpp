@@ -164,12 +164,17 @@ json circuits_json(const an::CircuitsResult& r) {
                         {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}};
 }
 
+json claims_json(const std::vector<an::Claim>& claims) {
+  json j = json::array();
+  for (const auto& cl : claims)
+    j.push_back({{"id", cl.id}, {"held", cl.held}, {"applies", cl.applies}, {"measured", measured_json(cl)},
+                 {"criterion", cl.criterion}, {"seed", cl.seed}, {"source", cl.source}, {"summary", cl.summary},
+                 {"note", cl.note}});
+  return j;
+}
+
 json tour_json(const an::TourResult& r, const std::string& model, const std::vector<std::string>& labels,
                const std::string& report) {
-  json claims = json::array();
-  for (const auto& cl : r.claims)
-    claims.push_back({{"id", cl.id}, {"held", cl.held}, {"measured", measured_json(cl)}, {"criterion", cl.criterion},
-                      {"seed", cl.seed}, {"source", cl.source}, {"summary", cl.summary}, {"note", cl.note}});
   return {{"model", model},
           {"layers", r.L}, {"heads", r.H}, {"d", r.d}, {"dh", r.dh},
           {"text", {{"tokens", r.T}, {"ids", r.text_ids}, {"labels", labels}}},
@@ -177,7 +182,16 @@ json tour_json(const an::TourResult& r, const std::string& model, const std::vec
           {"chosen", {{"induction", {r.induction.layer, r.induction.head}},
                       {"previous_token", {r.previous.layer, r.previous.head}}}},
           {"held", r.held_count()}, {"total", r.claims.size()}, {"seconds", r.seconds},
-          {"report", report.empty() ? json(nullptr) : json(report)}, {"claims", claims}};
+          {"report", report.empty() ? json(nullptr) : json(report)}, {"claims", claims_json(r.claims)}};
+}
+
+json family_tour_json(const an::FamilyTourResult& r, const std::string& model, const Arch& c) {
+  return {{"model", model}, {"family", c.model_type}, {"architecture", c.to_json()},
+          {"layers", c.n_layer}, {"heads", c.H}, {"kv_heads", c.n_kv}, {"d", c.d}, {"dh", c.dh},
+          {"text", {{"tokens", r.text_ids.size()}, {"ids", r.text_ids}}},
+          {"chosen", {{"induction", {r.chosen.layer, r.chosen.head}}, {"previous_token", {r.previous.layer, r.previous.head}}}},
+          {"held", r.held_count()}, {"applicable", r.applicable_count()}, {"total", r.claims.size()},
+          {"seconds", r.seconds}, {"report", nullptr}, {"claims", claims_json(r.claims)}};
 }
 
 }  // namespace qkv::report

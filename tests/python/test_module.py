@@ -249,7 +249,8 @@ def test_tour_matches_the_cli(model, tmp_path):
     assert (tmp_path / "py" / "index.html").exists()
     for k in ("layers", "heads", "text", "repeated", "chosen", "held", "total"):
         close(got[k], want[k], k)
-    assert [(c["id"], c["held"]) for c in got["claims"]] == [(c["id"], c["held"]) for c in want["claims"]]
+    assert [(c["id"], c["held"], c["applies"]) for c in got["claims"]] == \
+        [(c["id"], c["held"], c["applies"]) for c in want["claims"]]
     assert qkv.tour(model, batch=2)["report"] is None
 
 
@@ -298,6 +299,11 @@ def test_another_family_caches_every_hook_point_as_dump(tmp_path):
     assert seen == m.hook_names
     with pytest.raises(qkv.Error, match="llama"):
         qkv.heads(m)
+    got = qkv.tour(m)
+    want = json.loads(run_cli("tour", "--model", tmp_path / "llama", "--json", "--quiet").stdout)
+    assert got["family"] == "llama" and got["report"] is None
+    assert [(c["id"], c["held"], c["applies"]) for c in got["claims"]] == \
+        [(c["id"], c["held"], c["applies"]) for c in want["claims"]]
 
 
 def test_every_function_has_a_docstring():

@@ -7,6 +7,7 @@
 
 #include "cli.hpp"
 #include "model_input.hpp"
+#include "qkv/analysis/family_tour.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
@@ -53,7 +54,51 @@ std::string wrap(const std::string& s, size_t width, size_t indent) {
   return out + line;
 }
 
+// Each claim: its verdict (or n/a), the seed's sentence, what was measured and the criterion.
+void print_claims(const std::vector<an::Claim>& claims) {
+  int i = 0;
+  for (const auto& cl : claims) {
+    ++i;
+    const std::string verdict = !cl.applies ? "n/a" : cl.held ? "HOLDS" : "DOES NOT HOLD";
+    std::string head = (i < 10 ? " " : "") + std::to_string(i) + ". " + cl.id + "  [" + cl.source + "]";
+    std::cout << head << std::string(head.size() < 60 ? 60 - head.size() : 1, ' ') << verdict << "\n";
+    std::cout << "    seed:      " << wrap(cl.seed, 100, 15) << "\n";
+    std::cout << "    measured:  " << wrap(cl.summary, 100, 15) << "\n";
+    if (!cl.criterion.empty()) std::cout << "    criterion: " << wrap(cl.criterion, 100, 15) << "\n";
+    if (!cl.note.empty()) std::cout << "    note:      " << wrap(cl.note, 100, 15) << "\n";
+  }
+}
+
+// The tour of a model of another family (Llama, Qwen2, Gemma, …): the claims that carry over, the ones
+// rotary, grouped-query attention and RMSNorm add, and n/a with a reason for the rest.
+void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
+  an::FamilyTourOptions o;
+  o.seed = a.seed;
+  if (!a.m.tokens.empty() || !a.m.text.empty()) o.text_ids = input_ids(lm, a.m);
+  const an::FamilyTourResult r = an::family_tour(lm.model, o);
+  const Arch& c = lm.model.arch;
+  if (a.json) {
+    print_json(report::family_tour_json(r, lm.path, c));
+    return;
+  }
+  std::cout << "qkv tour of " << lm.path << " (" << c.model_type << "): " << c.n_layer << " layer(s), " << c.H
+            << " query heads / " << c.n_kv << " key-value heads of " << c.dh << ", d = " << c.d << "\ntour text: "
+            << r.text_ids.size() << " tokens" << (o.text_ids.empty() ? " (random ids repeated)" : "") << "\nchosen head "
+            << r.chosen.layer << "." << r.chosen.head << " (top induction score); previous-token head " << r.previous.layer
+            << "." << r.previous.head << "\n\n";
+  print_claims(r.claims);
+  report::Table t({"claim", "verdict"});
+  for (const auto& cl : r.claims) t.add({cl.id, !cl.applies ? "n/a" : cl.held ? "holds" : "does not hold"});
+  std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.applicable_count() << " applicable claims hold on this "
+            << c.model_type << " model (" << r.claims.size() - size_t(r.applicable_count()) << " n/a; "
+            << report::fmt(r.seconds, 1) << " s). No HTML report for this family yet.\n";
+}
+
 void run_tour(const TourArgs& a) {
+  {
+    const LoadedLM fam = load_lm_arg(a.m);
+    if (fam.model.arch.model_type != "gpt2") return run_family_tour(a, fam);
+  }
   const LoadedModel lm = load_model_arg(a.m);
   std::vector<int> ids;
   if (!a.m.tokens.empty() || !a.m.text.empty()) ids = input_ids(lm, a.m);
@@ -89,17 +134,7 @@ void run_tour(const TourArgs& a) {
             << "\nchosen head " << r.induction.layer << "." << r.induction.head << " (top induction score"
             << (r.L >= 2 ? " in layers ≥ 1" : "") << "); previous-token head " << r.previous.layer << "."
             << r.previous.head << "\n\n";
-  int i = 0;
-  for (const auto& cl : r.claims) {
-    ++i;
-    const std::string verdict = cl.held ? "HOLDS" : "DOES NOT HOLD";
-    std::string head = (i < 10 ? " " : "") + std::to_string(i) + ". " + cl.id + "  [" + cl.source + "]";
-    std::cout << head << std::string(head.size() < 60 ? 60 - head.size() : 1, ' ') << verdict << "\n";
-    std::cout << "    seed:      " << wrap(cl.seed, 100, 15) << "\n";
-    std::cout << "    measured:  " << wrap(cl.summary, 100, 15) << "\n";
-    std::cout << "    criterion: " << wrap(cl.criterion, 100, 15) << "\n";
-    if (!cl.note.empty()) std::cout << "    note:      " << wrap(cl.note, 100, 15) << "\n";
-  }
+  print_claims(r.claims);
   report::Table t({"claim", "verdict"});
   for (const auto& cl : r.claims) t.add({cl.id, cl.held ? "holds" : "does not hold"});
   std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.claims.size() << " claims hold on this model ("

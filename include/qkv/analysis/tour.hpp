@@ -37,6 +37,7 @@ struct Claim {
   std::string summary;    // what was measured on this model, one line
   std::string criterion;  // the rule the verdict follows, stated with its thresholds
   bool held = false;
+  bool applies = true;    // false: n/a on this model (the note says why); never silently dropped
   std::string note;       // why, in particular when the claim does not hold on this model
   std::vector<Measure> measured;
   double number(const std::string& key) const;  // the value of a numeric measure; throws if absent

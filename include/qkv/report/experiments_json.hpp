@@ -10,11 +10,13 @@
 
 #include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
+#include "qkv/analysis/family_tour.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/projections.hpp"
 #include "qkv/analysis/scores.hpp"
 #include "qkv/analysis/swap.hpp"
 #include "qkv/analysis/tour.hpp"
+#include "qkv/arch.hpp"
 #include "qkv/config.hpp"
 #include "qkv/tokenizer.hpp"
 
@@ -49,8 +51,12 @@ nlohmann::json swap_json(const analysis::SwapResult& r);
 nlohmann::json heads_json(const analysis::HeadScan& scan, int n, int batch, uint64_t seed, int bos);
 nlohmann::json ablate_json(const analysis::AblationResult& r, uint64_t seed);
 nlohmann::json circuits_json(const analysis::CircuitsResult& r);
+// Each claim: id, held, applies (false: n/a, the note says why), measured, criterion, seed, source, summary, note.
+nlohmann::json claims_json(const std::vector<analysis::Claim>& claims);
 // model: the checkpoint path; labels: one per tour-text token; report: the HTML file written ("" = none).
 nlohmann::json tour_json(const analysis::TourResult& r, const std::string& model, const std::vector<std::string>& labels,
                          const std::string& report);
+// The tour of a model of another family (analysis/family_tour.hpp); no HTML report ("report": null).
+nlohmann::json family_tour_json(const analysis::FamilyTourResult& r, const std::string& model, const Arch& arch);
 
 }  // namespace qkv::report

@@ -1,0 +1,67 @@
+// The family tour on a random checkpoint of every family (qkv init --arch's layout): the arithmetic
+// claims hold on each (they are identities of the maps and the mask, so a failure is a bug in qkv),
+// and every claim has a verdict or an n/a with its reason.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "qkv/analysis/family_tour.hpp"
+
+namespace fs = std::filesystem;
+
+namespace qkv::analysis {
+namespace {
+
+TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
+  for (const std::string& type : supported_model_types()) {
+    SCOPED_TRACE(type);
+    nlohmann::json cfg = default_config(type, "tiny");
+    cfg["initializer_range"] = 0.2;
+    const std::string dir = (fs::temp_directory_path() / ("qkv_family_tour_" + type)).string();
+    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
+    const Model m = load_lm(dir);
+    const FamilyTourResult r = family_tour(m, {});
+    std::map<std::string, const Claim*> by_id;
+    for (const Claim& c : r.claims) {
+      by_id[c.id] = &c;
+      if (!c.applies) EXPECT_FALSE(c.note.empty()) << c.id << ": n/a without a reason";
+      else EXPECT_FALSE(c.criterion.empty()) << c.id << ": a verdict without a criterion";
+    }
+    for (const char* id : {"projections", "swap_full_transposes", "kv_cache_exact", "gradcheck"}) {
+      ASSERT_TRUE(by_id.count(id)) << id;
+      EXPECT_TRUE(by_id[id]->applies && by_id[id]->held) << id << ": " << by_id[id]->summary;
+    }
+    for (const char* id : {"rope_relative", "rope_swap_transposes", "qk_circuit_position_dependent"}) {
+      ASSERT_TRUE(by_id.count(id)) << id;
+      EXPECT_EQ(by_id[id]->applies, m.arch.rotary()) << id;
+      if (m.arch.rotary()) EXPECT_TRUE(by_id[id]->held) << id << ": " << by_id[id]->summary;
+    }
+    ASSERT_TRUE(by_id.count("gqa_shared_kv"));
+    EXPECT_EQ(by_id["gqa_shared_kv"]->applies, m.arch.n_kv < m.arch.H);
+    if (m.arch.n_kv < m.arch.H) EXPECT_TRUE(by_id["gqa_shared_kv"]->held) << by_id["gqa_shared_kv"]->summary;
+    EXPECT_EQ(by_id["rmsnorm_trap"]->applies, m.arch.norm != NormKind::LayerNorm);
+    if (m.arch.norm != NormKind::LayerNorm) EXPECT_TRUE(by_id["rmsnorm_trap"]->held) << by_id["rmsnorm_trap"]->summary;
+    EXPECT_EQ(by_id["no_scale_saturates"]->applies, type == "gpt_neo");
+    fs::remove_all(dir);
+  }
+}
+
+// The maps the projection claim recomputes q from come from the layout: the same bytes read as another
+// family's fused layout give other matrices (so a wrong layout could not pass the claim unnoticed).
+TEST(FamilyTour, QkvMapsDependOnTheLayout) {
+  nlohmann::json cfg = default_config("gpt_neox", "tiny");
+  cfg["initializer_range"] = 0.2;
+  const std::string dir = (fs::temp_directory_path() / "qkv_family_tour_layout").string();
+  write_random_checkpoint(dir, cfg, WeightType::F32, 1, 5);
+  Model m = load_lm(dir);
+  m.arch.qkv_layout = QkvLayout::Stacked;  // the same bytes read as Phi-3's stacked rows
+  const QkvMaps wrong = qkv_maps(m, 0);
+  m.arch.qkv_layout = QkvLayout::NeoxPerHead;
+  const QkvMaps right = qkv_maps(m, 0);
+  EXPECT_NE(wrong.Wq, right.Wq);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace qkv::analysis
