@@ -151,7 +151,7 @@ py::array run_plain(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
 
 // names: the hook names to keep (None: all, and "logits"); the engine computes nothing else into memory.
 py::tuple run_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                   const std::optional<std::vector<std::string>>& names) {
+                   const std::optional<std::vector<std::string>>& names, bool materialise_all) {
   const std::vector<int> ids = ids_from(tokens);
   std::set<std::string> keep;
   if (names)
@@ -165,7 +165,7 @@ py::tuple run_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
     py::gil_scoped_release nogil;
     std::function<bool(const std::string&)> pred;
     if (names) pred = [&](const std::string& n) { return keep.count(n) > 0; };
-    cache = qkv::run_with_cache(m.lm, ids, pred);
+    cache = qkv::run_with_cache(m.lm, ids, pred, materialise_all);
   }
   // The logits always come back (the forward computes them anyway); in the dict only when asked for.
   auto it = cache.find("logits");
@@ -495,6 +495,7 @@ PYBIND11_MODULE(_qkv, mod) {
            py::arg("ids"), "Token labels as the report draws them (␣ for a space; #id without a tokenizer).")
       .def("run", &run_plain, py::arg("tokens"), "logits [T, vocab] (a view of the run's buffer).")
       .def("run_with_cache", &run_cache, py::arg("tokens"), py::arg("names") = py::none(),
+           py::arg("materialise_all") = false,
            "(logits, cache dict): the kept activations, each array owning the engine's tensor.")
       .def("run_with_hooks", &run_hooks, py::arg("tokens"), py::arg("hooks"),
            "logits with Python hooks called on the engine's buffers.");

@@ -203,15 +203,18 @@ class Model:
         """logits float32 [T, vocab] for `tokens` (a text or token ids): the engine's forward, no hooks."""
         return self._m.run(_ids(self, tokens))
 
-    def run_with_cache(self, tokens, names=None, layers=None):
+    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False):
         """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
         exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
 
         names: None (every hook point), a list of hook names, or a predicate name -> bool.
         layers: None, or block indices whose `blocks.L.` hook points are kept (others still are).
         What is not asked for is not kept in memory; with no pattern or scores asked for at a layer its
-        attention runs in the fused kernel. The arrays own the engine's tensors (no copy); each is an
-        `Activation` (an ndarray that displays as a heatmap in Jupyter)."""
+        attention runs in the fused kernel (equal to ~1e-7, not bit for bit, to the materialised path).
+        materialise_all=True runs every layer's attention materialised whatever was asked for, so each
+        value is bit for bit the one `qkv dump` (also with --layers) writes, whatever else was kept.
+        The arrays own the engine's tensors (no copy); each is an `Activation` (an ndarray that
+        displays as a heatmap in Jupyter)."""
         ids = _ids(self, tokens)
         all_names = self._all_names
         if names is None:
@@ -233,7 +236,7 @@ class Model:
                 wanted.add(l)
             keep = [n for n in (all_names if keep is None else keep)
                     if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
-        raw_logits, raw = self._m.run_with_cache(ids, keep)
+        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all))
         labels = (self, ids)
         logits = _activation(raw_logits, "logits", labels)
         cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}

@@ -56,6 +56,18 @@ def test_names_list_predicate_and_layers(model, tokens):
     assert same_bits(np.asarray(logits), np.asarray(model(tokens)))
     r, f = c["blocks.1.hook_resid_post"], full["blocks.1.hook_resid_post"]
     assert np.abs(r - f).max() < 1e-4 * np.abs(f).max()
+    # materialise_all: the values no longer depend on what else was asked for.
+    _, c = model.run_with_cache(tokens, names=["blocks.1.hook_resid_post"], materialise_all=True)
+    assert same_bits(np.asarray(c["blocks.1.hook_resid_post"]), np.asarray(f))
+
+
+def test_layers_with_materialise_all_equal_dump_layers(model, tokens, tmp_path):
+    run_cli("dump", "--model", BUNDLED, "--tokens", ",".join(map(str, tokens)), "--layers", "1", "--out", tmp_path)
+    dumped = {p.stem: np.load(p) for p in tmp_path.glob("*.npy") if p.stem != "tokens"}
+    _, c = model.run_with_cache(tokens, layers=[1], materialise_all=True)
+    assert sorted(c) == sorted(dumped)
+    for name, arr in dumped.items():
+        assert same_bits(np.asarray(c[name]), arr), name
 
 
 def test_shapes(model, tokens):
