@@ -11,7 +11,9 @@ packages=(build-essential cmake ninja-build pkg-config git
           clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
           curl chromium                               # tests/cli/serve_test.sh, tests/web (Playwright)
           libopenmpi-dev openmpi-bin                  # qkv sweep over MPI ranks (docs/sweep.md)
-          python3-numpy python3-pytest python3-torch) # tests/python (the activation-store reader)
+          python3-torch                               # tests/python (the activation-store reader)
+          # ---- python (issue 17): `import qkv` (python/), its tests and the notebook (examples/) ----
+          python3-dev pybind11-dev python3-numpy python3-pytest jupyter-nbconvert python3-ipykernel)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,3 +35,25 @@ build=${QKV_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${QKV_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"
 echo "qkv setup: built $build/qkv" >&2
+
+# ---- python (issue 17) ----
+# `import qkv` in a new shell: a .pth file in Debian python's site-packages naming this build's python/
+# directory (the package qkv/ and its extension). It is for /usr/bin/python3; a python3 on PATH of the
+# same version (e.g. pyenv's) gets the same file when it can import numpy.
+if [ -d "$build/python/qkv" ]; then
+  pydir=$(cd "$build/python" && pwd)
+  for py in /usr/bin/python3 $(command -v python3 || true); do
+    [ -x "$py" ] || continue
+    if ! "$py" -c 'import numpy' 2>/dev/null; then
+      echo "qkv setup: $py has no numpy: use /usr/bin/python3 for 'import qkv'" >&2
+      continue
+    fi
+    [ "$("$py" -c 'import sys; print(sys.version_info[:2])')" = "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" ] || continue
+    site=$("$py" -c 'import site, sys; print(site.getsitepackages()[0])')
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo mkdir -p "$site" && echo "$pydir" | $sudo tee "$site/qkv.pth" >/dev/null &&
+      echo "qkv setup: $py imports qkv from $pydir (via $site/qkv.pth)" >&2
+  done
+fi
+# ---- end python ----

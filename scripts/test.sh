@@ -2,6 +2,8 @@
 # Sets up (scripts/setup.sh) and runs the whole test suite with CTest, then the robustness stages of
 # docs/robustness.md:
 #   1. the normal (Release) build: every GoogleTest, CLI and fuzz-replay test;
+#   1b. on that build: `import qkv`'s pytest suite, examples/tour.ipynb executed, and tests/package/ (a
+#       consumer of `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
 #   2. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
 #   2. the bundled model's recipe rerun (tests/train/retrain_bundled.sh, ~2 min): it must reproduce
 #      models/induction — byte for byte with the same thread count;
@@ -24,6 +26,31 @@ status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
 t1=$(date +%s)
 echo "qkv test: normal build and suite $((t1 - t0))s" >&2
+
+# ---- python and package (issue 17; owned by python/, tests/python/, examples/, tests/package/) ----
+# On the normal build: the pytest suite of `import qkv`, the notebook executed (a cell that errors fails
+# it), and a separate CMake project built against `cmake --install` of this build. QKV_TEST_PYTHON=0 skips.
+if [ "${QKV_TEST_PYTHON:-1}" != 0 ]; then
+  if ! ls "$build"/python/qkv/_qkv*.so >/dev/null 2>&1; then
+    echo "qkv test: $build/python/qkv has no extension module (pybind11-dev / python3-dev missing?)" >&2
+    status=1
+  else
+    pyrc=0
+    PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/$build/python" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python || pyrc=$?
+    # Exit 5 is "no tests collected": the suite did not run, which is a failure here.
+    if [ $pyrc = 5 ]; then echo "qkv test: pytest collected no tests in tests/python" >&2; fi
+    [ $pyrc = 0 ] || status=1
+    nbdir=$(mktemp -d)
+    PYTHONPATH="$PWD/$build/python" jupyter nbconvert --to notebook --execute examples/tour.ipynb \
+      --ExecutePreprocessor.timeout=600 --output-dir "$nbdir" --output tour.executed.ipynb || status=1
+    rm -rf "$nbdir"
+  fi
+  bash tests/package/run.sh "$build" || status=1
+  t2=$(date +%s)
+  echo "qkv test: python (pytest, notebook) and the installed package's consumer $((t2 - t1))s" >&2
+  t1=$t2
+fi
+# ---- end python and package ----
 
 if [ "${QKV_TEST_RETRAIN:-1}" != 0 ]; then
   bash tests/train/retrain_bundled.sh "$build/qkv" "$PWD" || status=1

@@ -14,6 +14,7 @@
 #include "qkv/analysis/scores.hpp"
 #include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
+#include "qkv/report/experiments_json.hpp"
 #include "qkv/report/table.hpp"
 
 namespace qkv::cli {
@@ -23,21 +24,17 @@ using report::fmt;
 using report::fmt_sci;
 namespace an = qkv::analysis;
 
-const char* kDefaultText = "When Mary and John went to the store, John gave a drink to Mary.";
-
 struct ExpArgs {
   ModelArgs m;
   int layer = 0, head = 0;
   bool json = false;
 };
 
-// The tokens an experiment reads: --tokens, --text, else a default sentence (or, for a model without a
-// tokenizer, the first 16 ids of a seeded random sequence).
+// The tokens an experiment reads: --tokens, --text, else report::experiment_ids's default (checked
+// against the model by input_ids when it comes from the tokenizer).
 std::vector<int> experiment_ids(const LoadedModel& lm, const ModelArgs& a) {
-  if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, kDefaultText);
-  const int n = std::min(16, lm.model.config.n_positions);
-  const std::vector<int> seq = an::repeated_random_tokens(lm.model.config.vocab_size, n, 1, 0)[0];
-  return std::vector<int>(seq.begin(), seq.begin() + n);
+  if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, report::kExperimentText);
+  return report::experiment_ids(lm.model.config, nullptr, {});
 }
 
 void add_common(CLI::App* cmd, ExpArgs& a, bool input, bool layer, bool head) {
@@ -54,22 +51,13 @@ std::string labels_at(const std::vector<std::string>& labels, int i) {
 
 // ---- project ---------------------------------------------------------------------------------------
 
-nlohmann::json part_json(const an::ProjectionPart& p) {
-  return {{"max_abs_diff", p.max_abs_diff}, {"max_abs", p.max_abs}, {"ln_trap_rel", p.ln_trap_rel},
-          {"bias_trap_rel", p.bias_trap_rel}, {"bias_norm", p.bias_norm}};
-}
-
 void run_project(const ExpArgs& a) {
   const LoadedModel lm = load_model_arg(a.m);
   an::check_layer(lm.model, a.layer);
   const auto ids = experiment_ids(lm, a.m);
   const an::ProjectionResult r = an::project(lm.model, ids, a.layer);
   if (a.json) {
-    print_json({{"layer", r.layer}, {"tokens", r.T}, {"d", r.d}, {"heads", r.H}, {"dh", r.dh},
-                {"c_attn_weight_shape", r.weight_shape}, {"c_attn_bias_shape", r.bias_shape},
-                {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)},
-                {"v", part_json(r.v)}, {"heads_max_abs_diff", r.heads_max_abs_diff},
-                {"interleaved_cut_rel", r.interleaved_cut_rel}});
+    print_json(report::project_json(r));
     return;
   }
   const std::string d = std::to_string(r.d);
@@ -100,16 +88,7 @@ void run_scores(const ExpArgs& a) {
   const auto labels = token_labels(lm, ids);
   const an::ScoresResult r = an::score_asymmetry(lm.model, ids, a.layer, a.head);
   if (a.json) {
-    std::vector<std::vector<double>> S;
-    for (int i = 0; i < r.T; i++) S.emplace_back(r.S.a.begin() + i * r.T, r.S.a.begin() + (i + 1) * r.T);
-    print_json({{"layer", r.layer}, {"head", r.head}, {"tokens", labels}, {"S", S}, {"asym_rel", r.asym_rel},
-                {"max_asym", {{"value", r.max_asym}, {"i", r.max_i}, {"j", r.max_j}, {"S_ij", r.S_ij}, {"S_ji", r.S_ji}}},
-                {"M", {{"shape", {r.d, r.d}}, {"norm", r.M.norm}, {"antisym_share", r.M.antisym_share},
-                       {"sym_share", r.M.sym_share}}},
-                {"bias", {{"share_xx", r.share_xx}, {"share_xb", r.share_xb}, {"share_bx", r.share_bx},
-                          {"share_bb", r.share_bb}, {"bias_share", r.bias_share},
-                          {"bias_share_softmax", r.bias_share_softmax},
-                          {"reconstruction_max_abs", r.reconstruction_max_abs}}}});
+    print_json(report::scores_json(r, labels));
     return;
   }
   std::cout << "layer " << r.layer << ", head " << r.head << ": raw scores S = q·kᵀ/√" << r.dh
@@ -141,12 +120,7 @@ void run_swap(const ExpArgs& a) {
   const auto ids = experiment_ids(lm, a.m);
   const an::SwapResult r = an::swap_query_key(lm.model, ids, a.layer, a.head);
   if (a.json) {
-    print_json({{"layer", r.layer}, {"head", r.head}, {"tokens", r.T}, {"S_vs_model_max_abs", r.S_vs_model_max_abs},
-                {"full_swap", {{"vs_ST_max_abs", r.full_vs_ST_max_abs}, {"vs_ST_rel", r.full_vs_ST_rel}}},
-                {"matrices_only", {{"vs_S_rel", r.matrices_vs_S_rel}, {"vs_ST_rel", r.matrices_vs_ST_rel}}},
-                {"pattern", {{"full_swap_vs_AT_rel", r.pattern_full_vs_AT_rel},
-                             {"full_swap_vs_A_rel", r.pattern_full_vs_A_rel},
-                             {"column_sum_max_dev", r.column_sum_max_dev}}}});
+    print_json(report::swap_json(r));
     return;
   }
   std::cout << "layer " << r.layer << ", head " << r.head << ", " << r.T
@@ -172,20 +146,7 @@ struct HeadsArgs {
   std::string sort = "induction";
 };
 
-// --seq-len (0: min(50, what fits)) checked against the model's positions; --bos against its vocabulary.
-int repeated_length(const GPT2Config& c, int requested, int bos, int min_n) {
-  const int start = bos >= 0 ? 1 : 0;
-  const int max_n = (c.n_positions - start) / 2;
-  if (max_n < min_n) usage_error("--seq-len: the model has only " + std::to_string(c.n_positions) + " positions");
-  const int n = requested != 0 ? requested : std::min(50, max_n);
-  if (n < min_n || n > max_n)
-    usage_error("--seq-len: " + std::to_string(n) + " is outside [" + std::to_string(min_n) + ", " +
-                std::to_string(max_n) + "] (the repeated sequence must fit the model's " +
-                std::to_string(c.n_positions) + " positions)");
-  if (bos >= c.vocab_size)
-    usage_error("--bos: " + std::to_string(bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
-  return n;
-}
+using report::repeated_length;
 
 void run_heads(const HeadsArgs& a) {
   const LoadedModel lm = load_model_arg(a.e.m);
@@ -201,26 +162,7 @@ void run_heads(const HeadsArgs& a) {
   std::vector<an::HeadScores> ranked = scan.heads;
   std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) { return key(x) > key(y); });
   if (a.e.json) {
-    nlohmann::json heads = nlohmann::json::array();
-    for (const auto& s : scan.heads) {
-      nlohmann::json j = {{"layer", s.layer}, {"head", s.head}, {"previous_token", s.previous_token},
-                          {"duplicate_token", s.duplicate_token}, {"induction", s.induction},
-                          {"induction_detector", s.induction_detector}, {"induction_shifted", s.induction_shifted}};
-      if (scan.has_text)
-        j["text"] = {{"previous_token", s.text_previous_token}, {"duplicate_token", s.text_duplicate_token},
-                     {"induction", s.text_induction}};
-      heads.push_back(j);
-    }
-    auto best = [&](auto score) {
-      const auto it = std::max_element(scan.heads.begin(), scan.heads.end(),
-                                       [&](const auto& x, const auto& y) { return score(x) < score(y); });
-      return nlohmann::json{{"layer", it->layer}, {"head", it->head}, {"score", score(*it)}};
-    };
-    print_json({{"seq_len", n}, {"batch", a.batch}, {"seed", a.seed}, {"bos", a.bos},
-                {"text_tokens", scan.has_text ? scan.text_tokens : 0}, {"heads", heads},
-                {"best", {{"previous_token", best([](const auto& s) { return s.previous_token; })},
-                          {"duplicate_token", best([](const auto& s) { return s.duplicate_token; })},
-                          {"induction", best([](const auto& s) { return s.induction; })}}}});
+    print_json(report::heads_json(scan, n, a.batch, a.seed, a.bos));
     return;
   }
   std::cout << a.batch << " random sequences of " << n << " tokens, each repeated twice (seed " << a.seed
@@ -254,12 +196,7 @@ void run_ablate(const HeadsArgs& a) {
   const auto seqs = an::repeated_random_tokens(lm.model.config.vocab_size, n, a.batch, a.seed, a.bos);
   const an::AblationResult r = an::ablate_head(lm.model, seqs, n, a.bos, a.e.layer, a.e.head);
   if (a.e.json) {
-    print_json({{"layer", r.layer}, {"head", r.head}, {"seq_len", r.n}, {"batch", r.batch}, {"seed", a.seed},
-                {"loss", {{"intact", r.loss_intact}, {"qk_ablated", r.loss_qk}, {"ov_ablated", r.loss_ov},
-                          {"first_half", r.loss_first_half}}},
-                {"ov_pattern_max_abs_diff", r.ov_pattern_max_abs_diff},
-                {"qk_pattern_max_abs_diff", r.qk_pattern_max_abs_diff},
-                {"intact_vs_model_max_abs", r.intact_vs_model_max_abs}});
+    print_json(report::ablate_json(r, a.seed));
     return;
   }
   std::cout << "layer " << r.layer << ", head " << r.head << "; " << r.batch << " random sequences of " << r.n
@@ -290,15 +227,7 @@ void run_circuits(CircuitsArgs a) {
   const an::CircuitsResult r = an::circuits(lm.model, a.o);
   const an::CompositionBaseline& b = r.baseline;
   if (a.e.json) {
-    nlohmann::json heads = nlohmann::json::array(), comp = nlohmann::json::array();
-    for (const auto& c : r.heads)
-      heads.push_back({{"layer", c.layer}, {"head", c.head}, {"qk_norm", c.qk_norm},
-                       {"qk_antisym_share", c.qk_antisym_share}, {"ov_norm", c.ov_norm}, {"copying", c.copying}});
-    for (const auto& c : r.compositions)
-      comp.push_back({{"from", {c.l1, c.h1}}, {"to", {c.l2, c.h2}}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
-    print_json({{"fold_ln", r.options.fold_ln}, {"heads", heads}, {"composition", comp},
-                {"baseline", {{"samples", b.samples}, {"q_mean", b.q_mean}, {"q_std", b.q_std}, {"k_mean", b.k_mean},
-                              {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}});
+    print_json(report::circuits_json(r));
     return;
   }
   std::cout << "Per head (" << (r.options.fold_ln ? "ln_1 and ln_f weights folded in" : "raw weights")

@@ -13,6 +13,7 @@
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/family_report.hpp"
+#include "qkv/report/experiments_json.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/report/tour_report.hpp"
 
@@ -28,16 +29,6 @@ struct TourArgs {
   int n = 0, batch = 4, bos = -2;
   uint64_t seed = 0;
 };
-
-nlohmann::json measured_json(const an::Claim& c) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& m : c.measured) {
-    if (m.is_text()) j[m.key] = m.text;
-    else if (std::isfinite(m.value)) j[m.key] = m.value;
-    else j[m.key] = nullptr;
-  }
-  return j;
-}
 
 // Wraps `s` to `width` columns (by code points), continuation lines indented by `indent` spaces.
 std::string wrap(const std::string& s, size_t width, size_t indent) {
@@ -79,15 +70,6 @@ void print_claims(const std::vector<an::Claim>& claims) {
   }
 }
 
-nlohmann::json claims_json(const std::vector<an::Claim>& claims) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const auto& cl : claims)
-    j.push_back({{"id", cl.id}, {"held", cl.held}, {"applies", cl.applies}, {"measured", measured_json(cl)},
-                 {"criterion", cl.criterion}, {"seed", cl.seed}, {"source", cl.source}, {"summary", cl.summary},
-                 {"note", cl.note}});
-  return j;
-}
-
 // The tour of a model of another family (Llama, Qwen2, Gemma, …): the claims that carry over, the ones
 // rotary, grouped-query attention and RMSNorm add, and n/a with a reason for the rest.
 void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
@@ -101,12 +83,9 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
   const Arch& c = lm.model.arch;
   const std::string html = report::write_family_tour_report(r, c, lm.path, a.out);
   if (a.json) {
-    print_json({{"model", lm.path}, {"family", c.model_type}, {"architecture", c.to_json()},
-                {"layers", c.n_layer}, {"heads", c.H}, {"kv_heads", c.n_kv}, {"d", c.d}, {"dh", c.dh},
-                {"text", {{"tokens", r.text_ids.size()}, {"ids", r.text_ids}}},
-                {"chosen", {{"induction", {r.chosen.layer, r.chosen.head}}, {"previous_token", {r.previous.layer, r.previous.head}}}},
-                {"held", r.held_count()}, {"applicable", r.applicable_count()}, {"total", r.claims.size()},
-                {"seconds", r.seconds}, {"report", html}, {"claims", claims_json(r.claims)}});
+    nlohmann::json j = report::family_tour_json(r, lm.path, c);
+    j["report"] = html;
+    print_json(j);
     return;
   }
   std::cout << "qkv tour of " << lm.path << " (" << c.model_type << "): " << c.n_layer << " layer(s), " << c.H
@@ -128,42 +107,12 @@ void run_tour(const TourArgs& a) {
     if (fam.model.arch.model_type != "gpt2") return run_family_tour(a, fam);
   }
   const LoadedModel lm = load_model_arg(a.m);
-  const GPT2Config& c = lm.model.config;
-  an::TourOptions o;
-  std::string text;
-  if (!a.m.tokens.empty() || !a.m.text.empty()) {
-    o.text_ids = input_ids(lm, a.m);
-    text = a.m.text;
-    if (o.text_ids.size() < 2) usage_error("the tour text must have at least 2 tokens");
-  } else if (lm.tokenizer) {
-    text = an::default_tour_text([&](const std::string& t) { return lm.tokenizer->encode(t); },
-                                 std::min(60, c.n_positions));
-    if (text.empty()) usage_error("the model's " + std::to_string(c.n_positions) + " positions fit no default tour text; give --tokens");
-    o.text_ids = lm.tokenizer->encode(text);
-  } else {
-    // No tokenizer: a seeded random sequence repeated twice, as long as fits (at most 2 × 25).
-    const int n = std::min(25, c.n_positions / 2);
-    if (n < 1) usage_error("the model has fewer than 2 positions");
-    o.text_ids = an::repeated_random_tokens(c.vocab_size, n, 1, a.seed + 1000)[0];
-  }
-  // BOS for the repeated random sequences: --bos, else <|endoftext|> when the tokenizer ends with it.
-  o.bos = -1;
-  if (a.bos >= -1) {
-    o.bos = a.bos;
-    if (o.bos >= c.vocab_size)
-      usage_error("--bos: " + std::to_string(o.bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
-  } else if (lm.tokenizer && lm.tokenizer->vocab_size() > 0 &&
-             lm.tokenizer->token_string(lm.tokenizer->vocab_size() - 1) == "<|endoftext|>") {
-    o.bos = lm.tokenizer->vocab_size() - 1;
-  }
-  const int max_n = (c.n_positions - (o.bos >= 0 ? 1 : 0)) / 2;
-  if (a.n != 0 && (a.n < 2 || a.n > max_n))
-    usage_error("--seq-len: " + std::to_string(a.n) + " is outside [2, " + std::to_string(max_n) +
-                "] (the repeated sequence must fit the model's " + std::to_string(c.n_positions) + " positions)");
-  if (max_n < 2) usage_error("the model's " + std::to_string(c.n_positions) + " positions are too few for the tour");
-  o.n = a.n;
-  o.batch = a.batch;
-  o.seed = a.seed;
+  std::vector<int> ids;
+  if (!a.m.tokens.empty() || !a.m.text.empty()) ids = input_ids(lm, a.m);
+  report::TourInput in = report::tour_input(lm.model.config, lm.tokenizer ? &*lm.tokenizer : nullptr, ids, a.m.text,
+                                            a.bos, a.n, a.batch, a.seed);
+  an::TourOptions& o = in.options;
+  const std::string& text = in.text;
   if (!a.quiet)
     o.progress = [t0 = std::chrono::steady_clock::now()](int i, int total, const std::string& what) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -183,14 +132,7 @@ void run_tour(const TourArgs& a) {
   const std::string html = report::write_tour_report(r, info, a.out);
 
   if (a.json) {
-    print_json({{"model", lm.path},
-                {"layers", r.L}, {"heads", r.H}, {"d", r.d}, {"dh", r.dh},
-                {"text", {{"tokens", r.T}, {"ids", r.text_ids}, {"labels", info.labels}}},
-                {"repeated", {{"seq_len", r.n}, {"batch", r.batch}, {"seed", r.seed}, {"bos", r.bos}}},
-                {"chosen", {{"induction", {r.induction.layer, r.induction.head}},
-                            {"previous_token", {r.previous.layer, r.previous.head}}}},
-                {"held", r.held_count()}, {"total", r.claims.size()}, {"seconds", r.seconds}, {"report", html},
-                {"claims", claims_json(r.claims)}});
+    print_json(report::tour_json(r, lm.path, info.labels, html));
     return;
   }
   std::cout << "qkv tour of " << lm.path << ": " << r.L << " layer(s), " << r.H << " heads of " << r.dh << ", d = " << r.d

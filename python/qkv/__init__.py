@@ -1,0 +1,359 @@
+"""qkv from Python: the C++ engine's forward, activations as NumPy arrays, hooks, and the experiments.
+
+    import qkv
+    model = qkv.load()                      # the bundled model (or a path: HF dir, .safetensors, llm.c .bin)
+    tokens = model.tokenize("When Mary and John went to the store")
+    logits, cache = model.run_with_cache(tokens)
+    cache["blocks.1.attn.hook_pattern"]     # float32 [H, T, T]; shows as a heatmap in Jupyter
+
+    def zero_head(v, name):                 # v: the engine's own buffer [T, n_kv, dh], writable
+        v[:, 2, :] = 0
+    logits = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_v", zero_head)])
+
+    qkv.heads(model), qkv.circuits(model), qkv.tour(model)   # dicts shaped like the CLI's --json
+
+Bad input raises qkv.Error (a ValueError) with the CLI's message. The GIL is released while the engine
+computes. See docs/python.md.
+"""
+
+import re as _re
+
+import numpy as _np
+
+from . import _qkv
+from ._qkv import Error
+
+Error.__module__ = "qkv"
+Error.__doc__ = """Bad input (a ValueError): the message the CLI prints after 'qkv: error: ', with `exit_code`
+(1 bad data, 2 bad usage, as the CLI's) and `kind` ("data" / "usage")."""
+
+
+def _usage(message):
+    """A qkv.Error for bad usage (exit code 2), raised from the Python side."""
+    e = Error(message)
+    e.exit_code, e.kind = 2, "usage"
+    return e
+
+__all__ = ["Error", "Model", "Activation", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
+           "tour", "heatmap"]
+
+
+# ---- arrays that draw themselves ---------------------------------------------------------------------
+
+_MAX_CELLS = 128  # a heatmap shows at most this many rows and columns (larger arrays: the top-left corner)
+
+
+def heatmap(values, row_labels=None, col_labels=None, title="", row_title="", col_title="", value_label="",
+            scale="auto"):
+    """The report's SVG heatmap (src/report/svg.cpp) of a 2-D array, as an `<svg>` string.
+
+    NaN and ±inf cells are drawn masked (hatched grey). `scale` is "auto" (diverging when any value is
+    negative), "sequential" or "diverging"."""
+    v = _np.asarray(values, dtype=_np.float64)
+    return _qkv.heatmap_svg(v, list(row_labels or []), list(col_labels or []), title, row_title, col_title,
+                            value_label, scale)
+
+
+class Activation(_np.ndarray):
+    """A float32 NumPy array from the engine (a view: no copy) that knows its hook name and its tokens.
+
+    It is an ordinary `numpy.ndarray` in every respect (`torch.from_numpy` takes it); in Jupyter it
+    displays as the report's heatmap: a pattern or scores [H, T, T] as one panel per head, a [T, T]
+    slice with the tokens on both axes, any other array as a matrix (first 128 rows and columns)."""
+
+    def __array_finalize__(self, obj):
+        """Views and copies keep the hook name and the tokens."""
+        self.hook_name = getattr(obj, "hook_name", None)
+        self._tokens = getattr(obj, "_tokens", None)  # (model, ids): the labels are made when drawn
+
+    @property
+    def labels(self):
+        """The tokens' labels as the report draws them (␣ for a space), or None."""
+        if self._tokens is None:
+            return None
+        model, ids = self._tokens
+        return model._labels(ids)
+
+    def _repr_html_(self):
+        """Jupyter's rich display: the report's SVG heatmap (see the class docstring)."""
+        try:
+            return self._svg()
+        except Exception as e:  # never break the notebook's display: fall back to the text repr
+            return "<pre>" + _html_escape(repr(_np.asarray(self))) + "\n(" + _html_escape(str(e)) + ")</pre>"
+
+    def _svg(self):
+        """The SVG for _repr_html_: a grid of heads for [H, T, T], else one matrix."""
+        a = _np.asarray(self, dtype=_np.float64)
+        name = self.hook_name or ""
+        labels = self.labels
+        is_tt = name.endswith("hook_pattern") or name.endswith("hook_attn_scores")
+        value_label = "attention weight" if name.endswith("hook_pattern") else "value"
+        if a.ndim == 3 and is_tt:
+            titles = ["head %d" % h for h in range(a.shape[0])]
+            return _qkv.grid_svg(a[:, :_MAX_CELLS, :_MAX_CELLS], titles, name, value_label, "auto")
+        if a.ndim == 3:  # [T, H, dh] -> [T, H·dh]
+            a = a.reshape(a.shape[0], -1)
+        if a.ndim == 1:
+            a = a.reshape(1, -1)
+        if a.ndim != 2:
+            raise ValueError("no picture for a %d-D array" % a.ndim)
+        rows = cols = None
+        if labels is not None and len(labels) == a.shape[0]:
+            rows = labels[:_MAX_CELLS]
+        if labels is not None and a.shape[0] == a.shape[1] and len(labels) == a.shape[1]:
+            cols = labels[:_MAX_CELLS]
+        title = name + (" (first %d × %d)" % (min(a.shape[0], _MAX_CELLS), min(a.shape[1], _MAX_CELLS))
+                        if max(a.shape) > _MAX_CELLS else "")
+        tt = is_tt or (cols is not None)
+        return heatmap(a[:_MAX_CELLS, :_MAX_CELLS], rows, cols, title, "query" if tt else "token",
+                       "key" if tt else "", value_label)
+
+
+def _html_escape(s):
+    """s with & < > escaped for HTML text."""
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _activation(arr, name, tokens):
+    """arr (no copy) as an Activation named `name`; tokens: (model, ids) for the labels."""
+    a = arr.view(Activation)
+    a.hook_name = name
+    a._tokens = tokens
+    return a
+
+
+# ---- the model -----------------------------------------------------------------------------------------
+
+_BLOCK = _re.compile(r"^blocks\.(\d+)\.")
+
+
+class Model:
+    """A loaded checkpoint. Create it with `qkv.load(path)`."""
+
+    def __init__(self, path=None):
+        """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""
+        self._m = _qkv.Model(path)
+        self._hook_names = list(self._m.hook_names)
+        self._all_names = self._hook_names + ([] if "logits" in self._hook_names else ["logits"])
+
+    def __repr__(self):
+        """The path, family and shape of the model."""
+        c = self.config
+        return "<qkv.Model %s: %s, %d layers, %d heads of %d, d=%d, %d parameters>" % (
+            self.path, c.get("model_type"), c.get("n_layer"), c.get("H"), c.get("head_dim"), c.get("d"),
+            self.num_parameters)
+
+    @property
+    def path(self):
+        """The path the model was loaded from."""
+        return self._m.path
+
+    @property
+    def config(self):
+        """The architecture as a dict (the family, d, n_layer, H, n_kv, dh, norms, position kind, ...)."""
+        return self._m.config
+
+    @property
+    def num_parameters(self):
+        """The number of parameters."""
+        return self._m.num_parameters
+
+    @property
+    def hook_names(self):
+        """Every hook point of this model, in forward order (TransformerLens's names)."""
+        return list(self._hook_names)
+
+    @property
+    def has_tokenizer(self):
+        """Whether a tokenizer (vocab.json + merges.txt) sits beside the checkpoint."""
+        return self._m.has_tokenizer
+
+    # -- tokens
+
+    def tokenize(self, text, bos=None):
+        """Token ids of `text` as `np.ndarray[int32]` (GPT-2's byte-level BPE, exactly).
+
+        bos: None or False: nothing prepended (the CLI's behaviour); True: the tokenizer's
+        <|endoftext|>; an int: that id. qkv.Error when the model has no tokenizer."""
+        ids = self._m.encode(str(text))
+        if bos is None or bos is False:
+            return ids
+        if bos is True:
+            n = self._m.tokenizer_size
+            if n == 0 or self._m.token_string(n - 1) != "<|endoftext|>":
+                raise _usage("bos=True: the tokenizer has no <|endoftext|> token; give the BOS id")
+            bos = n - 1
+        return _np.concatenate([_np.array([int(bos)], dtype=_np.int32), ids])
+
+    def to_str_tokens(self, tokens):
+        """The text of each token (a list of str): `tokens` is a text (tokenized first) or ids."""
+        return self._m.token_texts(list(_ids(self, tokens)))
+
+    def to_string(self, tokens):
+        """The decoded text of token ids."""
+        return "".join(self.to_str_tokens(tokens))
+
+    def _labels(self, ids):
+        """Token labels as the report draws them."""
+        return self._m.labels(list(ids))
+
+    # -- forward
+
+    def __call__(self, tokens):
+        """logits float32 [T, vocab] for `tokens` (a text or token ids): the engine's forward, no hooks."""
+        return self._m.run(_ids(self, tokens))
+
+    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False):
+        """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
+        exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
+
+        names: None (every hook point), a list of hook names, or a predicate name -> bool.
+        layers: None, or block indices whose `blocks.L.` hook points are kept (others still are).
+        What is not asked for is not kept in memory; with no pattern or scores asked for at a layer its
+        attention runs in the fused kernel (equal to ~1e-7, not bit for bit, to the materialised path).
+        materialise_all=True runs every layer's attention materialised whatever was asked for, so each
+        value is bit for bit the one `qkv dump` (also with --layers) writes, whatever else was kept.
+        The arrays own the engine's tensors (no copy); each is an `Activation` (an ndarray that
+        displays as a heatmap in Jupyter)."""
+        ids = _ids(self, tokens)
+        all_names = self._all_names
+        if names is None:
+            keep = None  # everything: the engine's own default
+        elif callable(names):
+            keep = [n for n in all_names if names(n)]
+        elif isinstance(names, str):
+            keep = [names]
+        else:
+            keep = list(names)
+        if layers is not None:
+            if isinstance(layers, int):
+                layers = [layers]
+            wanted = set()
+            for l in layers:
+                l = int(l)
+                if not 0 <= l < self.config["n_layer"]:
+                    raise _usage("layers: layer %d is outside [0, %d)" % (l, self.config["n_layer"]))
+                wanted.add(l)
+            keep = [n for n in (all_names if keep is None else keep)
+                    if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
+        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all))
+        labels = (self, ids)
+        logits = _activation(raw_logits, "logits", labels)
+        cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}
+        return logits, cache
+
+    def run_with_hooks(self, tokens, fwd_hooks=()):
+        """logits float32 [T, vocab] with Python hooks in the forward.
+
+        fwd_hooks: [(hook name, fn), ...]; fn(activation, name) is called when the forward reaches that
+        hook point, with `activation` a writable float32 array viewing the engine's own buffer: edit it
+        in place (`activation[:, h] = 0`), or return an array of the same shape to replace it (None
+        keeps it). Several hooks on one name run in the given order. The view is valid during the call;
+        the forward reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook
+        stops the forward and propagates."""
+        hooks = []
+        for h in fwd_hooks:
+            if not isinstance(h, (tuple, list)) or len(h) != 2:
+                raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
+            hooks.append((str(h[0]), h[1]))
+        ids = _ids(self, tokens)
+        labels = (self, ids)
+
+        def wrap(name, fn):
+            def call(arr, n):
+                return fn(_activation(arr, n, labels), n)
+            return call
+
+        logits = self._m.run_with_hooks(ids, [(n, wrap(n, fn)) for n, fn in hooks])
+        return _activation(logits, "logits", labels)
+
+
+def _ids(model, tokens):
+    """Token ids as int64 [T] from a text, a list, or an array of shape [T] or [1, T]."""
+    if isinstance(tokens, str):
+        return model.tokenize(tokens).astype(_np.int64)
+    a = _np.asarray(tokens)
+    if a.ndim == 2 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 1:
+        raise _usage("tokens: expected a text or token ids of shape [T] (or [1, T]), got shape %s" % (a.shape,))
+    if a.size == 0:
+        raise _usage("tokens: no tokens")
+    if not _np.issubdtype(a.dtype, _np.integer):
+        raise _usage("tokens: expected integer token ids, got dtype %s" % a.dtype)
+    return a.astype(_np.int64, copy=False)
+
+
+def _opt_ids(model, tokens):
+    """None, or token ids as _ids makes them."""
+    return None if tokens is None else _ids(model, tokens)
+
+
+def load(path=None):
+    """Loads a checkpoint and returns a `Model`.
+
+    path: a Hugging Face directory (config.json + model.safetensors, or sharded), a .safetensors file
+    written by qkv, or an llm.c .bin; None: $QKV_MODEL, else the bundled models/induction. The
+    tokenizer beside it (vocab.json + merges.txt) is loaded too. Same formats and errors as the CLI's
+    --model (qkv.Error naming the file and tensor)."""
+    return Model(path)
+
+
+def _model(m):
+    """The engine's model inside a qkv.Model (qkv.Error for anything else)."""
+    if not isinstance(m, Model):
+        raise _usage("expected a qkv.Model (from qkv.load), got %s" % type(m).__name__)
+    return m._m
+
+
+# ---- the experiments (GPT-2 models): dicts shaped like the CLI's --json -----------------------------------
+
+def project(model, layer=0, tokens=None):
+    """`qkv project --layer L --json`: q, k, v recomputed from ln_1(x) with c_attn sliced by hand, against
+    the forward; the raw-row and dropped-bias traps. tokens: text or ids (default: the CLI's sentence)."""
+    return _qkv.project(_model(model), int(layer), _opt_ids(model, tokens))
+
+
+def scores(model, layer=0, head=0, tokens=None):
+    """`qkv scores --json`: the raw scores S of one head against Sᵀ, W_Q W_Kᵀ's antisymmetric share,
+    and the biases' share of S."""
+    return _qkv.scores(_model(model), int(layer), int(head), _opt_ids(model, tokens))
+
+
+def swap(model, layer=0, head=0, tokens=None):
+    """`qkv swap --json`: swapping the query and key maps (fully: Sᵀ; matrices only: neither; after the
+    softmax: no relation)."""
+    return _qkv.swap(_model(model), int(layer), int(head), _opt_ids(model, tokens))
+
+
+def heads(model, seq_len=0, batch=4, seed=0, bos=-1, tokens=None):
+    """`qkv heads --json`: previous-token, duplicate-token and induction scores of every head on `batch`
+    seeded random sequences of `seq_len` tokens (0: min(50, what fits)) repeated twice, with `bos`
+    (-1: none) prepended; with `tokens` (text or ids) also the scores on that text."""
+    return _qkv.heads(_model(model), int(seq_len), int(batch), int(seed), int(bos), _opt_ids(model, tokens))
+
+
+def ablate(model, layer=0, head=0, seq_len=0, batch=4, seed=0, bos=-1):
+    """`qkv ablate --json`: one head's loss on repeated random sequences with its QK side (uniform
+    pattern) or its OV side (zero values) ablated."""
+    return _qkv.ablate(_model(model), int(layer), int(head), int(seq_len), int(batch), int(seed), int(bos))
+
+
+def circuits(model, fold_ln=True, samples=32, seed=0):
+    """`qkv circuits --json`: per head the QK and OV circuits' norms and OV copying; Q/K/V-composition
+    scores of every pair of heads against a random baseline of `samples` draws."""
+    return _qkv.circuits(_model(model), bool(fold_ln), int(samples), int(seed))
+
+
+def tour(model, tokens=None, out=None, seq_len=0, batch=4, seed=0, bos=None, progress=None):
+    """`qkv tour --json`: every claim of the seeds measured on the model, with a verdict per claim.
+
+    tokens: the tour text (text or ids; default: the CLI's default text). out: a directory to write
+    the HTML report into (index.html; None: no report, "report" is None). bos: None (<|endoftext|>
+    when the tokenizer has it), -1 (none) or an id. progress: None or fn(i, total, step).
+    A model of another family gets `qkv tour --json`'s family tour (claims that do not apply are
+    "applies": False with the reason in "note"; tokens and seed are used, no HTML report yet)."""
+    text = tokens if isinstance(tokens, str) else ""
+    b = -2 if bos is None else int(bos)
+    return _qkv.tour(_model(model), _opt_ids(model, tokens), text, None if out is None else str(out), int(seq_len),
+                     int(batch), int(seed), b, progress)
