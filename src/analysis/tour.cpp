@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "qkv/analysis/head_weights.hpp"
+#include "qkv/analysis/patching.hpp"  // issue 16
 #include "qkv/analysis/soft_dictionary.hpp"
 #include "qkv/error.hpp"
 
@@ -170,7 +171,9 @@ const std::vector<std::string>& tour_claim_ids() {
       "multi_head_slices",    "scores_asymmetric", "swap_full_transposes",
       "swap_matrices_only_neither", "softmax_breaks_transpose", "previous_token_head",
       "induction_head",       "k_composition",     "qk_ov_fail_separately",
-      "soft_dictionary_example", "sqrt_dk",        "gradcheck"};
+      "soft_dictionary_example", "sqrt_dk",        "gradcheck",
+      // ---- issue 16 (patching): src/analysis/patching_tour.cpp ----
+      "qk_where_v_what", "k_composition_causal", "ov_fault_separate"};
   return ids;
 }
 
@@ -609,6 +612,12 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
                                   sci(kRowSum),
                               "model-independent: random inputs in double"));
   }
+  // ---- issue 16 (patching): causal claims by activation and path patching (src/analysis/patching_tour.cpp) ----
+  progress("qk_where_v_what");
+  progress("k_composition_causal");
+  progress("ov_fault_separate");
+  add_patching_claims(model, o, seqs, r);
+  // ---- end issue 16 ----
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
