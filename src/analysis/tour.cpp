@@ -12,6 +12,7 @@
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/running_example.hpp"
 #include "qkv/analysis/shapes.hpp"
+#include "qkv/analysis/patching.hpp"  // issue 16
 #include "qkv/analysis/soft_dictionary.hpp"
 #include "qkv/error.hpp"
 
@@ -174,7 +175,9 @@ const std::vector<std::string>& tour_claim_ids() {
       "swap_matrices_only_neither", "softmax_breaks_transpose", "previous_token_head",
       "induction_head",       "k_composition",     "qk_ov_fail_separately",
       "soft_dictionary_example", "running_example", "attn_params_4d2",
-      "sqrt_dk",              "gradcheck"};
+      "sqrt_dk",              "gradcheck",
+      // ---- issue 16 (patching): src/analysis/patching_tour.cpp ----
+      "qk_where_v_what", "k_composition_causal", "ov_fault_separate"};
   return ids;
 }
 
@@ -677,6 +680,12 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
                                   sci(kRowSum),
                               "model-independent: random inputs in double"));
   }
+  // ---- issue 16 (patching): causal claims by activation and path patching (src/analysis/patching_tour.cpp) ----
+  progress("qk_where_v_what");
+  progress("k_composition_causal");
+  progress("ov_fault_separate");
+  add_patching_claims(model, o, seqs, r);
+  // ---- end issue 16 ----
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

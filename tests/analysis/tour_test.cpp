@@ -54,6 +54,18 @@ bool expected_verdict(const Claim& c) {
     }
     return top == want && n("top_z") >= 3.0;
   }
+  // ---- issue 16 (patching): src/analysis/patching_tour.cpp ----
+  const bool na = c.summary == "n/a";  // no induction head to patch: never "holds"
+  if (c.id == "qk_where_v_what")
+    return !na && n("induction_score_clean") - n("induction_score_k_patched") >= 0.1 &&
+           n("loss_k_patched") - n("loss_clean") >= 0.01 && n("pattern_max_abs_diff_v") == 0 && n("z_max_abs_diff_v") > 0 &&
+           n("loss_v_patched") - n("loss_clean") >= 0.01;
+  if (c.id == "k_composition_causal")
+    return !na && n("loss_receiver_k_patched") - n("loss_clean") >= 0.01 && n("share_of_receiver_effect") >= 0.5;
+  if (c.id == "ov_fault_separate")
+    return !na && n("pattern_max_abs_diff_v") == 0 && n("induction_score_v_patched") >= 0.8 && n("direct_logit_clean") > 0 &&
+           n("direct_logit_v_patched") <= 0.5 * n("direct_logit_clean") && n("loss_rise_v") >= 0.01;
+  // ---- end issue 16 ----
   ADD_FAILURE() << "unknown claim " << c.id;
   return false;
 }
