@@ -152,6 +152,9 @@ def worker(kind, T, threads, repeats):
         ms = time_runs(run, repeats)
         return {"runs_ms": ms, "peak_memory_mib": maxrss_mib() - rss0}
 
+    if kind == "llama":
+        return llama_worker(T, repeats, g)
+
     # GPT-2-small-shaped forward, random weights (N(0, 0.02)), full logits
     d, L, V, nh = GPT2["d"], GPT2["layers"], GPT2["vocab"], GPT2["heads"]
     dh = d // nh
@@ -189,6 +192,63 @@ def worker(kind, T, threads, repeats):
     return {"runs_ms": ms, "peak_memory_mib": maxrss_mib() - rss0}
 
 
+# The Llama shape `qkv bench forward --arch llama` writes: d 2048, 16 layers, 32 query / 8 key-value heads
+# of 64, SwiGLU 5632, vocab 32000, rotary θ 10000, RMSNorm, untied lm_head; full logits, float32, eager.
+LLAMA = dict(d=2048, layers=16, heads=32, kv=8, ff=5632, vocab=32000)
+
+
+def llama_flops(T):
+    d, L, V, H, K, ff = LLAMA["d"], LLAMA["layers"], LLAMA["vocab"], LLAMA["heads"], LLAMA["kv"], LLAMA["ff"]
+    dh = d // H
+    causal = T * (T + 1) / 2
+    block = 2 * T * d * (H * dh + 2 * K * dh) + 4 * causal * H * dh + 2 * T * H * dh * d + 2 * T * d * ff * 3
+    return L * block + 2 * T * d * V
+
+
+def llama_worker(T, repeats, g):
+    import torch
+    d, L, V, H, K, ff = LLAMA["d"], LLAMA["layers"], LLAMA["vocab"], LLAMA["heads"], LLAMA["kv"], LLAMA["ff"]
+    dh = d // H
+
+    def w(*shape):
+        return torch.randn(*shape, generator=g) * 0.02
+
+    emb, head = w(V, d), w(V, d)
+    blocks = [dict(n1=torch.ones(d), wq=w(H * dh, d), wk=w(K * dh, d), wv=w(K * dh, d), wo=w(d, H * dh),
+                   n2=torch.ones(d), wg=w(ff, d), wu=w(ff, d), wd=w(d, ff)) for _ in range(L)]
+    nf = torch.ones(d)
+    ids = torch.randint(0, V, (T,), generator=g)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, dh, 2).float() / dh))
+    ang = torch.outer(torch.arange(T).float(), inv)
+    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    rss0 = maxrss_mib()
+
+    def rms(x, wt):
+        return wt * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+    def rot(x):
+        h = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., h:], x[..., :h]), -1) * sin
+
+    def forward():
+        with torch.no_grad():
+            x = emb[ids]
+            for b in blocks:
+                u = rms(x, b["n1"])
+                q = rot((u @ b["wq"].t()).view(T, H, dh).transpose(0, 1))
+                k = rot((u @ b["wk"].t()).view(T, K, dh).transpose(0, 1)).repeat_interleave(H // K, 0)
+                v = (u @ b["wv"].t()).view(T, K, dh).transpose(0, 1).repeat_interleave(H // K, 0)
+                a = torch.softmax(((q @ k.transpose(-1, -2)) * dh ** -0.5).masked_fill(mask, float("-inf")), -1)
+                x = x + (a @ v).transpose(0, 1).reshape(T, d) @ b["wo"].t()
+                u = rms(x, b["n2"])
+                x = x + (F.silu(u @ b["wg"].t()) * (u @ b["wu"].t())) @ b["wd"].t()
+            return rms(x, nf) @ head.t()
+
+    ms = time_runs(forward, repeats)
+    return {"runs_ms": ms, "peak_memory_mib": maxrss_mib() - rss0}
+
+
 def run_torch(kind, T, threads, repeats):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, str(T), "--threads",
                           str(threads), "--repeats", str(repeats)], check=True, capture_output=True, text=True,
@@ -220,6 +280,9 @@ def main():
     ap.add_argument("--T", type=int, nargs="+", default=[1024, 4096], help="attention lengths")
     ap.add_argument("--forward-T", type=int, nargs="+", default=[128, 1024], help="GPT-2 forward lengths")
     ap.add_argument("--path", default="auto", help="qkv's attention path: auto, portable, avx2, avx512")
+    ap.add_argument("--llama-T", type=int, nargs="*", default=[1024],
+                    help="Llama-shaped forward lengths (qkv bench forward --arch llama); none to skip")
+    ap.add_argument("--llama-dtype", default="f32", help="the qkv checkpoint's dtype for the Llama rows: f32 or bf16")
     ap.add_argument("--json", help="also write every number to this file")
     args = ap.parse_args()
     if args.worker:
@@ -255,6 +318,9 @@ def main():
                attn_flops(T, 7)) for T in args.T]
     cases += [("GPT-2 small forward", "gpt2", T, ["bench", "forward", "--T", str(T)] + p, forward_flops(T))
               for T in args.forward_T]
+    cases += [("Llama fwd " + args.llama_dtype, "llama", T,
+               ["bench", "forward", "--arch", "llama", "--dtype", args.llama_dtype, "--T", str(T)] + p, llama_flops(T))
+              for T in args.llama_T]
     paths = set()
     for name, kind, T, qargs, flops in cases:
         reps = args.repeats

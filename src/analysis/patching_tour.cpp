@@ -70,9 +70,10 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
   if (!why.empty()) {
     for (Claim c : {qk0, kc0, ov0}) {
       c.held = false;
+      c.applies = false;
       c.summary = "n/a";
       c.criterion = "applies to a model with an induction head (score ≥ " + num(kHeadScore) + ") in a layer after the first";
-      c.note = "n/a: " + why;
+      c.note = why;
       r.claims.push_back(c);
     }
     return;

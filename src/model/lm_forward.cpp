@@ -237,16 +237,11 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
 void attention_flash(const Ctx& c, float* z) {
   const Arch& a = c.a;
   RunState& st = c.st;
-  const int T = c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv;
+  const int T = c.T, H = a.H, dh = a.dh;
   grow(st.lse, size_t(H) * T);
-  if (G == 1) {
-    flash_attention_forward(st.q.data(), st.k.data(), st.v.data(), z, st.lse.data(), H, T, dh, float(a.attn_scale));
-    return;
-  }
-  for (int h = 0; h < H; h++)
-    flash_attention_forward(st.q.data() + size_t(h) * T * dh, st.k.data() + size_t(h / G) * T * dh,
-                            st.v.data() + size_t(h / G) * T * dh, z + size_t(h) * T * dh, st.lse.data() + size_t(h) * T,
-                            1, T, dh, float(a.attn_scale));
+  // GQA in the kernel itself: k and v stay [n_kv, T, dh], read in place by every head of their group.
+  flash_attention_forward_gqa(st.q.data(), st.k.data(), st.v.data(), z, st.lse.data(), H, a.n_kv, T, dh,
+                              float(a.attn_scale));
 }
 
 // a [T, d] = attention(u [T, d]) for block l, every hook point on the way.

@@ -122,12 +122,13 @@ void claims_table(HtmlPage& page, const an::TourResult& r) {
       "<th style=\"width:34%\">measured on this model</th><th>verdict — by this criterion</th></tr></thead>\n<tbody>\n";
   int i = 0;
   for (const auto& c : r.claims) {
-    t += std::string("<tr class=\"") + (c.held ? "held" : "failed") + "\"><td>" + std::to_string(++i) + "</td>";
+    const char* cls = !c.applies ? "" : c.held ? "held" : "failed";
+    t += std::string("<tr class=\"") + cls + "\"><td>" + std::to_string(++i) + "</td>";
     t += "<td><code>" + escape_xml(c.id) + "</code><br/><span style=\"color:#57606a\">" + escape_xml(c.source) +
          ": “" + escape_xml(c.seed) + "”</span></td>";
     t += "<td>" + escape_xml(c.summary) + "</td>";
-    t += std::string("<td><strong class=\"") + (c.held ? "held" : "failed") + "\">" +
-         (c.held ? "holds" : "does not hold") + "</strong><br/><small>" + escape_xml(c.criterion) + "</small>";
+    t += std::string("<td><strong class=\"") + cls + "\">" + (!c.applies ? "n/a" : c.held ? "holds" : "does not hold") +
+         "</strong><br/><small>" + escape_xml(c.criterion) + "</small>";
     if (!c.note.empty()) t += "<br/><small><em>" + escape_xml(c.note) + "</em></small>";
     t += "</td></tr>\n";
   }

@@ -37,9 +37,9 @@ void near(double got, double want, const std::string& what) {
   EXPECT_NEAR(got, want, 2e-4 * (1 + std::fabs(want))) << what;
 }
 
-class Reference : public ::testing::TestWithParam<std::string> {};
+class PatchingReference : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Reference, SweepsPathsAndAttributionMatchNumpy) {
+TEST_P(PatchingReference, SweepsPathsAndAttributionMatchNumpy) {
   std::ifstream f(kFixtures + "patching/" + GetParam() + ".json");
   ASSERT_TRUE(f) << "run /usr/bin/python3 tests/reference/check_patching.py";
   const auto ref = nlohmann::json::parse(f);
@@ -97,7 +97,7 @@ TEST_P(Reference, SweepsPathsAndAttributionMatchNumpy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Reference, ::testing::Values("tiny", "tiny_attn_only"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, PatchingReference, ::testing::Values("tiny", "tiny_attn_only"));
 
 // A random checkpoint of a family (lm.hpp's writer), for the properties that must hold on every family.
 std::string family_dir(const std::string& type, uint64_t seed) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/inference.hpp"
 #include "qkv/model.hpp"
 #include "qkv/profile.hpp"
@@ -230,6 +232,55 @@ Result bench_forward(int T, bool last_only, int repeats, bool prof) {
                      {"fraction_of_forward", total > 0 ? e.seconds / total : 0.0}});
     r.extra["profile"] = ops;
   }
+  return r;
+}
+
+// The family forward (lm.hpp) on a checkpoint: `model` if given, else a random one of `arch` written to a
+// temporary directory in the shape the families issue names for Llama (d 2048, 16 layers, 32 query /
+// 8 key-value heads, SwiGLU 5632, vocab 32000: 1.1 B parameters) and deleted afterwards.
+Result bench_family_forward(const std::string& arch, const std::string& model, const std::string& dtype, int T,
+                            bool last_only, int repeats) {
+  namespace fs = std::filesystem;
+  std::string dir = model;
+  const bool temp = model.empty();
+  if (temp) {
+    nlohmann::json cfg = default_config(arch, "small");
+    if (cfg.contains("hidden_size")) {
+      cfg["hidden_size"] = 2048, cfg["num_hidden_layers"] = 16, cfg["num_attention_heads"] = 32;
+      if (cfg.contains("num_key_value_heads")) cfg["num_key_value_heads"] = 8;
+      if (cfg.contains("intermediate_size")) cfg["intermediate_size"] = 5632;
+      if (cfg.contains("head_dim")) cfg["head_dim"] = 64;
+      cfg["max_position_embeddings"] = std::max(T, 2048);
+    }
+    dir = (fs::temp_directory_path() / ("qkv-bench-" + arch + "-" + std::to_string(::getpid()))).string();
+    std::cerr << "forward: writing a random " << arch << " checkpoint (" << dtype << ") to " << dir << " ...\n";
+    write_random_checkpoint(dir, cfg, dtype == "bf16" ? WeightType::BF16 : dtype == "f16" ? WeightType::F16 : WeightType::F32,
+                            1, 0);
+  }
+  struct Cleanup {
+    std::string d;
+    bool on;
+    ~Cleanup() {
+      std::error_code ec;
+      if (on) fs::remove_all(d, ec);
+    }
+  } cleanup{dir, temp};
+  const Model m = load_lm(dir);
+  if (T < 1 || T > m.arch.n_ctx) usage_error("bench forward: --T must be in [1, " + std::to_string(m.arch.n_ctx) + "]");
+  std::vector<int> ids(static_cast<size_t>(T));
+  std::mt19937_64 rng(1);
+  for (auto& i : ids) i = int(rng() % uint64_t(m.arch.vocab_size));
+  RunState st;
+  RunOptions o;
+  o.last_only = last_only;
+  const double hwm0 = status_kib("VmHWM:");
+  Result r;
+  r.name = std::string(last_only ? "forward (last logits) " : "forward ") + m.arch.model_type;
+  r.T = T;
+  r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] { run(m, ids, st, o); });
+  r.flops = lm_forward_flops(m.arch, T, last_only);
+  r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;
+  r.extra = {{"model", m.source}, {"parameters", m.num_parameters()}, {"gemm", gemm_backend()}};
   return r;
 }
 
@@ -477,7 +528,7 @@ void register_bench(CLI::App& app) {
     int T = 1024, H = 12, dh = 64, repeats = 0, steps = 5;
     bool backward = false, json = false, last_only = false, quick = false, profile = false;
     double peak = 0;
-    std::string backend = "blis", Ts = "128,1024", path = "auto";
+    std::string backend = "blis", Ts = "128,1024", path = "auto", arch, model, dtype = "f32";
   };
   auto a = std::make_shared<Args>();
   auto common = [a](CLI::App* c) {
@@ -511,9 +562,19 @@ void register_bench(CLI::App& app) {
     c->add_flag("--last-only", a->last_only, "logits of the last position only (what qkv run needs)");
     c->add_option("--repeats", a->repeats, "timed runs (default 5)")->check(CLI::Range(1, 1000));
     c->add_flag("--profile", a->profile, "also print the time of each op (layernorm, GEMMs, attention, ...)");
+    c->add_option("--arch", a->arch, "time the family forward on a random checkpoint of this family instead "
+                                     "(Llama shape: d 2048, 16 layers, 32/8 heads; written to a temp dir)");
+    c->add_option("--model", a->model, "time the family forward on this checkpoint");
+    c->add_option("--dtype", a->dtype, "with --arch: f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
     common(c);
     c->callback([a, use_path] {
       use_path();
+      if (!a->arch.empty() || !a->model.empty()) {
+        if (a->profile) usage_error("--profile times GPT-2's forward_fast only; drop it with --arch/--model");
+        finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, a->last_only, a->repeats ? a->repeats : 3),
+               a->peak, a->json);
+        return;
+      }
       profile::set_enabled(a->profile);
       finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5, a->profile), a->peak, a->json);
     });

@@ -143,8 +143,13 @@ void run_tour(const TourArgs& a) {
             << r.previous.head << "\n\n";
   print_claims(r.claims);
   report::Table t({"claim", "verdict"});
-  for (const auto& cl : r.claims) t.add({cl.id, cl.held ? "holds" : "does not hold"});
-  std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.claims.size() << " claims hold on this model ("
+  size_t na = 0;
+  for (const auto& cl : r.claims) {
+    t.add({cl.id, !cl.applies ? "n/a" : cl.held ? "holds" : "does not hold"});
+    na += !cl.applies;
+  }
+  std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.claims.size() - na
+            << (na ? " applicable" : "") << " claims hold on this model" << (na ? " (" + std::to_string(na) + " n/a)" : "") << " ("
             << report::fmt(r.seconds, 1) << " s). Report: " << html << "\n";
 }
 
