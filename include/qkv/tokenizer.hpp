@@ -17,7 +17,8 @@
 //    Llama/Gemma fast tokenizers rebuild the template from them; otherwise the tokenizer.json
 //    post_processor (TemplateProcessing, alone or in a Sequence; RobertaProcessing/BertProcessing)
 //    does. bos_token/eos_token come from tokenizer_config.json (else special_tokens_map.json beside
-//    it, else the template). Anything else (another model type, normalizer, pre-tokenizer or
+//    it, else the template); its "split_special_tokens": true leaves special tokens unmatched, as
+//    transformers does. Anything else (another model type, normalizer, pre-tokenizer or
 //    decoder) is a qkv::Error naming the file and the key. Text must be valid UTF-8 here (HF takes
 //    Unicode strings); invalid UTF-8 is a qkv::Error naming the byte offset.
 //    decode() follows the decoder (ByteLevel; Replace ▁ -> space, ByteFallback, Fuse, Strip;

@@ -794,7 +794,10 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   static const td::json kNull;
   td::add_decoder(root.has("decoder") ? root.at("decoder") : Node{kNull, file, "decoder"}, dec);
 
-  // ---- added tokens ----
+  // ---- added tokens (tokenizer_config.json's split_special_tokens: special ones are plain text) ----
+  const td::json cfg = config_file.empty() ? td::json(nullptr) : td::parse_json(config_file);
+  if (!config_file.empty()) Node{cfg, config_file, ""}.obj();
+  const bool split_special = !config_file.empty() && Node{cfg, config_file, ""}.boolean_or("split_special_tokens", false);
   std::vector<std::pair<std::string, int>> added_names;
   for (size_t i = 0; i < added.arr().size(); ++i) {
     const Node a = added.at(i);
@@ -805,6 +808,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     td::AddedToken t{content, id, a.boolean_or("lstrip", false), a.boolean_or("rstrip", false),
                      a.boolean_or("single_word", false)};
     added_names.emplace_back(content, id);
+    if (split_special && a.boolean_or("special", false)) continue;  // matched as plain text
     if (a.boolean_or("normalized", false)) {
       t.content = p.normalize(content);
       p.normalized.add(std::move(t));
@@ -948,9 +952,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   };
   std::string config_dir;
   if (!config_file.empty()) {
-    const td::json cfg = td::parse_json(config_file);
     const Node c{cfg, config_file, ""};
-    c.obj();
     read_names(c);
     if (c.has("add_bos_token")) add_bos = c.at("add_bos_token").boolean();
     if (c.has("add_eos_token")) add_eos = c.at("add_eos_token").boolean();

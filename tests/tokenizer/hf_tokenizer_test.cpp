@@ -232,6 +232,16 @@ TEST(HfTokenizer, BosModesFromConfigAndTemplate) {
   EXPECT_EQ(load(d, tj).encode("a"), (Ids{1, 264}));
 }
 
+TEST(HfTokenizer, SplitSpecialTokensMatchesThemAsText) {
+  Dir d("split_special");
+  json tj = sp_tokenizer();
+  tj["added_tokens"].push_back(added(269, "hi", /*special=*/false));
+  EXPECT_EQ(load(d, tj, {{"split_special_tokens", false}}).encode("<s>hi", Bos::No), (Ids{1, 269}));
+  // transformers' split_special_tokens=True: special tokens are text; other added tokens still match.
+  EXPECT_EQ(load(d, tj, {{"split_special_tokens", true}}).encode("<s>hi", Bos::No),
+            (Ids{259, 3 + '<', 3 + 's', 3 + '>', 269}));
+}
+
 TEST(HfTokenizer, DecodeFollowsTheDecoder) {
   Dir d("decode");
   const Tokenizer t = load(d, sp_tokenizer());
