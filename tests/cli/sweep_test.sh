@@ -93,7 +93,7 @@ cmp -s "$tmp/a/stats.json" "$tmp/t/stats.json" && ok "…and they are byte-ident
 # A bf16 store of the first 16 windows; then the Python reader against qkv dump and torch's bfloat16.
 "$qkv" sweep "${args[@]}" --max-windows 16 --save-dtype bf16 --out "$tmp/bf" >/dev/null 2>&1 && ok "bf16 store: exit 0" || bad "bf16 store failed"
 QKV_BIN=$qkv QKV_SWEEP_F32=$tmp/a QKV_SWEEP_BF16=$tmp/bf QKV_SWEEP_TOKENS=$tmp/rep.u16 PYTHONPATH=$src/python \
-  $py -m pytest -q -p no:cacheprovider "$src/tests/python/test_store.py" >"$tmp/pytest.out" 2>&1
+  $py -m pytest -q -p no:cacheprovider --noconftest "$src/tests/python/test_store.py" >"$tmp/pytest.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && ! grep -q skipped "$tmp/pytest.out"; then ok "tests/python/test_store.py: $(tail -1 "$tmp/pytest.out")"; else bad "test_store.py: exit $rc"; tail -30 "$tmp/pytest.out"; fi
 
