@@ -342,17 +342,27 @@ const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
   return *t;
 }
 
-void GgufFile::read_f32(const GgufTensorInfo& t, float* out) const {
+int64_t GgufTensorInfo::rows() const {
+  const int64_t n0 = ne.empty() ? 1 : int64_t(ne[0]);
+  return n0 == 0 ? 0 : numel() / n0;
+}
+
+void GgufFile::read_rows(const GgufTensorInfo& t, int64_t r0, int64_t n, float* out) const {
   const auto tr = ggml_type_traits(uint32_t(t.type));
   if (!tr->supported)
     data_error(path() + ": tensor " + qname(t.name) + " has type " + tr->name +
                ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  if (r0 < 0 || n < 0 || r0 > t.rows() || n > t.rows() - r0)
+    data_error(path() + ": tensor " + qname(t.name) + ": rows [" + std::to_string(r0) + ", " +
+               std::to_string(r0 + n) + ") are outside its " + std::to_string(t.rows()) + " rows");
   const int64_t n0 = t.ne.empty() ? 1 : int64_t(t.ne[0]);
-  if (n0 == 0) return;
-  const int64_t rows = t.numel() / n0;
   const std::size_t row_bytes = ggml_row_size(t.type, n0);
-  for (int64_t r = 0; r < rows; ++r)
-    dequantize_row(t.type, t.data + std::size_t(r) * row_bytes, out + r * n0, n0);
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(t.type, t.data + std::size_t(r0 + r) * row_bytes, out + r * n0, n0);
+}
+
+void GgufFile::read_f32(const GgufTensorInfo& t, float* out) const {
+  read_rows(t, 0, t.rows(), out);
 }
 
 GgufFile GgufFile::open(const std::string& path) {

@@ -352,6 +352,16 @@ TEST(GgufFile, RoundTripsEveryValueTypeAndTensorType) {
       EXPECT_EQ(0, std::memcmp(y.data(), src[k].data(), y.size() * 4));
     }
   }
+  {  // read_rows streams the same values as read_f32
+    const GgufTensorInfo& t = f.tensor("w.Q6_K");
+    ASSERT_EQ(t.rows(), 3);
+    std::vector<float> all(size_t(t.numel())), row(512);
+    f.read_f32(t, all.data());
+    f.read_rows(t, 2, 1, row.data());
+    EXPECT_EQ(0, std::memcmp(row.data(), all.data() + 1024, 512 * 4));
+    test::expect_data_error([&] { f.read_rows(t, 2, 2, row.data()); },
+                            {p, "'w.Q6_K'", "rows [2, 4) are outside its 3 rows"});
+  }
   EXPECT_EQ(f.tensor("scalar").numel(), 1);
   EXPECT_EQ(f.tensor("empty").numel(), 0);
   EXPECT_EQ(f.tensor("w.Q4_K").shape(), (std::vector<int64_t>{3, 512}));

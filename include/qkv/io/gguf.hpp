@@ -109,6 +109,7 @@ struct GgufTensorInfo {
   uint64_t nbytes = 0;       // ggml_row_size(type, ne[0]) × ne[1] × ...
   const unsigned char* data = nullptr;  // into the mapping
   int64_t numel() const;
+  int64_t rows() const;                // numel / ne[0] (0 when ne[0] is 0): the units read_rows works in
   std::vector<int64_t> shape() const;  // outermost first (C order), as safetensors and PyTorch print it
 };
 
@@ -137,6 +138,9 @@ class GgufFile {
   // Dequantizes a whole tensor into out (numel() floats), row by row. Throws naming the tensor when its
   // type has no dequantizer in qkv.
   void read_f32(const GgufTensorInfo& t, float* out) const;
+  // Dequantizes rows [r0, r0 + n) (a row = ne[0] values) into out (n · ne[0] floats): for callers that
+  // stream a large tensor instead of expanding it whole. Throws naming the tensor for rows outside it.
+  void read_rows(const GgufTensorInfo& t, int64_t r0, int64_t n, float* out) const;
 
  private:
   GgufFile() = default;
