@@ -49,6 +49,17 @@ std::pair<double, double> norm_stats(const Arch& a, const float* x) {
   return {1.0 / std::sqrt(v / d + a.norm_eps), mu};
 }
 
+// "prefix" + n (+ "H" + h): appended piecewise (GCC 12's -Wrestrict misfires on chained operator+ at -O3).
+std::string label(const char* prefix, int n, int h = -1) {
+  std::string s(prefix);
+  s += std::to_string(n);
+  if (h >= 0) {
+    s += 'H';
+    s += std::to_string(h);
+  }
+  return s;
+}
+
 }  // namespace
 
 AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int answer, int wrong, int position) {
@@ -122,20 +133,20 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
           for (int j = 0; j < d; j++) c[size_t(j)] += ze * (w.wo.in_out ? wo[size_t(i) * d + j] : wo[size_t(j) * qd + i]);
         }
         for (int j = 0; j < d; j++) sum[size_t(j)] += c[size_t(j)];
-        add("L" + std::to_string(l) + "H" + std::to_string(h), "head", l, h, c.data());
+        add(label("L", l, h), "head", l, h, c.data());
       }
       if (w.bo.present()) {
         std::vector<float> bo(static_cast<size_t>(d));
         w.bo.read(0, d, bo.data());
         for (int j = 0; j < d; j++) sum[size_t(j)] += bo[size_t(j)];
-        add("attn_bias L" + std::to_string(l), "attn_bias", l, -1, from(bo.data()));
+        add(label("attn_bias L", l), "attn_bias", l, -1, from(bo.data()));
       }
       for (int j = 0; j < d; j++)
         r.heads_vs_attn_out_max_abs = std::max(r.heads_vs_attn_out_max_abs, std::fabs(sum[size_t(j)] - att[j]));
     } else {
-      add("attn L" + std::to_string(l), "attn", l, -1, from(att));
+      add(label("attn L", l), "attn", l, -1, from(att));
     }
-    if (!a.attn_only()) add("mlp L" + std::to_string(l), "mlp", l, -1, from(row(b + "hook_mlp_out")));
+    if (!a.attn_only()) add(label("mlp L", l), "mlp", l, -1, from(row(b + "hook_mlp_out")));
   }
   double nb = 0;
   for (int j = 0; j < d; j++) nb += beta[size_t(j)] * u[size_t(j)];
