@@ -261,6 +261,9 @@ void run_patch(const PatchArgs& a) {
             << (dir == an::PatchDirection::Noising ? "clean run, corrupt activation patched in" : "corrupt run, clean activation patched in")
             << ") on " << T << " tokens\nmetric " << metric.describe() << ": clean " << fmt(r.clean, 4) << ", corrupt "
             << fmt(r.corrupt, 4) << "; cells: (m − corrupt)/(clean − corrupt), 0 = corrupt, 1 = clean\n\n";
+  if (r.clean == r.corrupt)
+    std::cout << "note: the clean and corrupt runs give the same metric, so nothing can be normalised (cells are nan); "
+                 "the raw metric of each site is in --json\n\n";
   std::vector<std::string> header = {""};
   header.insert(header.end(), cols.begin(), cols.end());
   report::Table t(header);
