@@ -178,6 +178,30 @@ TEST_P(PatchingFamilies, AttributionTermsSumToTheLogitDifference) {
   EXPECT_EQ(int(r.lens.size()), m.arch.n_layer + 1);
 }
 
+// Path patching on every family: identical runs change nothing bit for bit (Δ = 0 exactly); different runs
+// move the metric through each of q, k and v (receiver k/v heads are key/value heads under GQA).
+TEST_P(PatchingFamilies, PathPatchingIsExactAndMoves) {
+  const std::string type = GetParam();
+  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
+                                      : load_lm(family_dir(type, 5));
+  const auto ids = tokens(12, m.arch.vocab_size);
+  auto other = ids;
+  for (int t = 0; t < 6; t++) other[size_t(t)] = (other[size_t(t)] + 5) % m.arch.vocab_size;
+  PatchMetric ld;
+  ld.answer = ids[3], ld.wrong = ids[4];
+  for (char in : {'q', 'k', 'v'}) {
+    SCOPED_TRACE(std::string(1, in));
+    const PathSpec s{0, 0, m.arch.n_layer - 1, in == 'q' ? m.arch.H - 1 : m.arch.n_kv - 1, in};
+    const PathResult same = path_patch(m, ids, ids, s, PatchDirection::Noising, ld);
+    EXPECT_EQ(same.metric, same.clean);
+    EXPECT_EQ(same.delta_norm, 0.0);
+    const PathResult r = path_patch(m, ids, other, s, PatchDirection::Noising, ld);
+    EXPECT_GT(r.delta_norm, 0.0);
+    EXPECT_NE(r.metric, r.clean);
+    EXPECT_EQ(r.forwards, 6);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, PatchingFamilies,
                          ::testing::Values("induction", "gpt2", "llama", "gemma2", "gpt_neox", "qwen2"));
 
