@@ -49,16 +49,33 @@ std::pair<double, double> norm_stats(const Arch& a, const float* x) {
   return {1.0 / std::sqrt(v / d + a.norm_eps), mu};
 }
 
+// "prefix" + n (+ "H" + h): appended piecewise (GCC 12's -Wrestrict misfires on chained operator+ at -O3).
+std::string label(const char* prefix, int n, int h = -1) {
+  std::string s(prefix);
+  s += std::to_string(n);
+  if (h >= 0) {
+    s += 'H';
+    s += std::to_string(h);
+  }
+  return s;
+}
+
 }  // namespace
 
-AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int answer, int wrong, int position) {
+AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int answer, int wrong,
+                            int position) {
   const Arch& a = m.arch;
   const int T0 = int(ids_in.size()), V = a.vocab_size, d = a.d, L = a.n_layer, H = a.H, dh = a.dh;
   if (T0 < 1) usage_error("attribute: the input is empty");
   const int p = position < 0 ? T0 - 1 : position;
-  if (p >= T0) usage_error("--position: " + std::to_string(p) + " is outside [0, " + std::to_string(T0) + ")");
-  if (answer < 0 || answer >= V) usage_error("--answer: token " + std::to_string(answer) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (wrong < 0 || wrong >= V) usage_error("--wrong: token " + std::to_string(wrong) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (p >= T0)
+    usage_error("--position: " + std::to_string(p) + " is outside [0, " + std::to_string(T0) + ")");
+  if (answer < 0 || answer >= V)
+    usage_error("--answer: token " + std::to_string(answer) + " is outside the vocabulary [0, " +
+                std::to_string(V) + ")");
+  if (wrong < 0 || wrong >= V)
+    usage_error("--wrong: token " + std::to_string(wrong) + " is outside the vocabulary [0, " +
+                std::to_string(V) + ")");
   const std::vector<int> ids(ids_in.begin(), ids_in.begin() + p + 1);  // causal: later tokens do not matter
   AttributionResult r;
   r.position = p, r.answer = answer, r.wrong = wrong, r.T = T0;
@@ -67,9 +84,11 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
   std::set<std::string> keep = {"blocks.0.hook_resid_pre"};
   for (int l = 0; l < L; l++) {
     const std::string b = "blocks." + std::to_string(l) + ".";
-    for (const char* s : {"attn.hook_z", "hook_attn_out", "hook_mlp_out", "hook_resid_post"}) keep.insert(b + s);
+    for (const char* s : {"attn.hook_z", "hook_attn_out", "hook_mlp_out", "hook_resid_post"})
+      keep.insert(b + s);
   }
-  const PatchedRun run = run_patched(m, ids, {}, [&](const std::string& n) { return keep.count(n) > 0; }, true);
+  const PatchedRun run = run_patched(
+      m, ids, {}, [&](const std::string& n) { return keep.count(n) > 0; }, true);
   r.logit_diff = double(run.logits[size_t(answer)]) - double(run.logits[size_t(wrong)]);
   const auto row = [&](const std::string& name) { return run.acts.at(name).data() + size_t(p) * d; };
 
@@ -119,23 +138,25 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
         for (int e = 0; e < dh; e++) {
           const double ze = z[size_t(h) * dh + e];
           const int i = h * dh + e;
-          for (int j = 0; j < d; j++) c[size_t(j)] += ze * (w.wo.in_out ? wo[size_t(i) * d + j] : wo[size_t(j) * qd + i]);
+          for (int j = 0; j < d; j++)
+            c[size_t(j)] += ze * (w.wo.in_out ? wo[size_t(i) * d + j] : wo[size_t(j) * qd + i]);
         }
         for (int j = 0; j < d; j++) sum[size_t(j)] += c[size_t(j)];
-        add("L" + std::to_string(l) + "H" + std::to_string(h), "head", l, h, c.data());
+        add(label("L", l, h), "head", l, h, c.data());
       }
       if (w.bo.present()) {
         std::vector<float> bo(static_cast<size_t>(d));
         w.bo.read(0, d, bo.data());
         for (int j = 0; j < d; j++) sum[size_t(j)] += bo[size_t(j)];
-        add("attn_bias L" + std::to_string(l), "attn_bias", l, -1, from(bo.data()));
+        add(label("attn_bias L", l), "attn_bias", l, -1, from(bo.data()));
       }
       for (int j = 0; j < d; j++)
-        r.heads_vs_attn_out_max_abs = std::max(r.heads_vs_attn_out_max_abs, std::fabs(sum[size_t(j)] - att[j]));
+        r.heads_vs_attn_out_max_abs =
+            std::max(r.heads_vs_attn_out_max_abs, std::fabs(sum[size_t(j)] - att[j]));
     } else {
-      add("attn L" + std::to_string(l), "attn", l, -1, from(att));
+      add(label("attn L", l), "attn", l, -1, from(att));
     }
-    if (!a.attn_only()) add("mlp L" + std::to_string(l), "mlp", l, -1, from(row(b + "hook_mlp_out")));
+    if (!a.attn_only()) add(label("mlp L", l), "mlp", l, -1, from(row(b + "hook_mlp_out")));
   }
   double nb = 0;
   for (int j = 0; j < d; j++) nb += beta[size_t(j)] * u[size_t(j)];
@@ -143,10 +164,13 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
   for (const auto& t : r.terms) r.sum_terms += t.value;
   r.sum_minus_logit_diff = r.sum_terms - r.logit_diff;
   if (!r.per_head)
-    r.note = "post-attention norm (Gemma 2): a head's output passes a norm before the residual, so the split is per "
-             "attention layer, not per head";
+    r.note =
+        "post-attention norm (Gemma 2): a head's output passes a norm before the residual, so the split is "
+        "per "
+        "attention layer, not per head";
   if (a.final_softcap > 0) {
-    r.note += std::string(r.note.empty() ? "" : "; ") + "final soft-cap: the terms add up to the logit difference BEFORE the cap";
+    r.note += std::string(r.note.empty() ? "" : "; ") +
+              "final soft-cap: the terms add up to the logit difference BEFORE the cap";
     r.sum_minus_logit_diff = std::nan("");
   }
 
@@ -161,7 +185,8 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
   auto lens = [&](const std::string& where, int layer, const float* x) {
     const auto [sc, mu] = norm_stats(a, x);
     std::vector<double> n(static_cast<size_t>(d));
-    for (int j = 0; j < d; j++) n[size_t(j)] = (x[j] - mu) * sc * g[size_t(j)] + (centre ? beta[size_t(j)] : 0.0);
+    for (int j = 0; j < d; j++)
+      n[size_t(j)] = (x[j] - mu) * sc * g[size_t(j)] + (centre ? beta[size_t(j)] : 0.0);
     std::vector<float> scratch;
     constexpr int kRows = 1024;
     for (int v0 = 0; v0 < V; v0 += kRows) {
@@ -169,7 +194,8 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
       const float* wr = W.in_out ? nullptr : W.f32(int64_t(v0) * d, int64_t(nr) * d, scratch);
       for (int i = 0; i < nr; i++) {
         double t = 0;
-        for (int j = 0; j < d; j++) t += n[size_t(j)] * (wr ? wr[size_t(i) * d + j] : wall[size_t(j) * V + v0 + i]);
+        for (int j = 0; j < d; j++)
+          t += n[size_t(j)] * (wr ? wr[size_t(i) * d + j] : wall[size_t(j) * V + v0 + i]);
         if (a.final_softcap > 0) t = a.final_softcap * std::tanh(t / a.final_softcap);
         logits[size_t(v0 + i)] = float(t);
       }
@@ -178,7 +204,8 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
     lr.where = where, lr.layer = layer;
     lr.logit_diff = double(logits[size_t(answer)]) - double(logits[size_t(wrong)]);
     lr.top_token = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    lr.answer_rank = 1 + int(std::count_if(logits.begin(), logits.end(), [&](float v) { return v > logits[size_t(answer)]; }));
+    lr.answer_rank = 1 + int(std::count_if(logits.begin(), logits.end(),
+                                           [&](float v) { return v > logits[size_t(answer)]; }));
     r.lens.push_back(lr);
   };
   lens("embed", -1, row("blocks.0.hook_resid_pre"));

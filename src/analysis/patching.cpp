@@ -19,16 +19,19 @@ bool ends_with(const std::string& s, const std::string& t) {
 enum class Layout { Heads, Pattern, Rows };
 
 Layout layout_of(const std::string& name) {
-  for (const char* s : {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_z"})
+  for (const char* s :
+       {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_z"})
     if (ends_with(name, s)) return Layout::Heads;
-  if (ends_with(name, "attn.hook_attn_scores") || ends_with(name, "attn.hook_pattern")) return Layout::Pattern;
+  if (ends_with(name, "attn.hook_attn_scores") || ends_with(name, "attn.hook_pattern"))
+    return Layout::Pattern;
   return Layout::Rows;
 }
 
 // Heads of an activation: n_kv for k/v (and rotated k), H for the others; 0 for [T, d] rows.
 int heads_of(const Arch& a, const std::string& name) {
   if (layout_of(name) == Layout::Rows) return 0;
-  if (ends_with(name, "attn.hook_k") || ends_with(name, "attn.hook_v") || ends_with(name, "attn.hook_rot_k")) return a.n_kv;
+  if (ends_with(name, "attn.hook_k") || ends_with(name, "attn.hook_v") || ends_with(name, "attn.hook_rot_k"))
+    return a.n_kv;
   return a.H;
 }
 
@@ -45,10 +48,14 @@ void check_patch(const Model& m, const Patch& p, int T) {
   if (!p.source) usage_error("patch " + p.hook + ": no source activation");
   const int heads = heads_of(m.arch, p.hook);
   if (heads == 0 && p.head >= 0)
-    usage_error("patch " + p.hook + ": a [T, d] activation has no heads (head " + std::to_string(p.head) + ")");
+    usage_error("patch " + p.hook + ": a [T, d] activation has no heads (head " + std::to_string(p.head) +
+                ")");
   if (p.head >= heads && heads > 0)
-    usage_error("patch " + p.hook + ": head " + std::to_string(p.head) + " is outside [0, " + std::to_string(heads) + ")");
-  if (p.pos >= T) usage_error("patch " + p.hook + ": position " + std::to_string(p.pos) + " is outside [0, " + std::to_string(T) + ")");
+    usage_error("patch " + p.hook + ": head " + std::to_string(p.head) + " is outside [0, " +
+                std::to_string(heads) + ")");
+  if (p.pos >= T)
+    usage_error("patch " + p.hook + ": position " + std::to_string(p.pos) + " is outside [0, " +
+                std::to_string(T) + ")");
 }
 
 // Copies the patch's slice of its source into the activation v.
@@ -82,7 +89,9 @@ void apply(const Patch& p, ActView v) {
   }
 }
 
-std::vector<int> head_ids(const std::vector<int>& ids, int n) { return std::vector<int>(ids.begin(), ids.begin() + n); }
+std::vector<int> head_ids(const std::vector<int>& ids, int n) {
+  return std::vector<int>(ids.begin(), ids.begin() + n);
+}
 
 // The metric resolved for a run truncated to T_run tokens: its last position and whether one row suffices.
 struct Eval {
@@ -97,10 +106,12 @@ Eval resolve(const Model& m, const PatchMetric& metric, int T) {
   e.metric = metric;
   if (metric.kind == PatchMetric::Kind::LogitDiff) {
     const int p = metric.position < 0 ? T - 1 : metric.position;
-    if (p >= T) usage_error("metric: position " + std::to_string(p) + " is outside [0, " + std::to_string(T) + ")");
+    if (p >= T)
+      usage_error("metric: position " + std::to_string(p) + " is outside [0, " + std::to_string(T) + ")");
     for (int id : {metric.answer, metric.wrong})
       if (id < 0 || id >= V)
-        usage_error("metric: answer token " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+        usage_error("metric: answer token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(V) + ")");
     e.metric.position = p;
     e.T_run = p + 1;
     e.last_only = true;
@@ -112,13 +123,17 @@ Eval resolve(const Model& m, const PatchMetric& metric, int T) {
     int last = 0;
     for (size_t i = 0; i < metric.loss_positions.size(); i++) {
       const int p = metric.loss_positions[i];
-      if (p < 0 || p >= T) usage_error("metric: loss position " + std::to_string(p) + " is outside [0, " + std::to_string(T) + ")");
+      if (p < 0 || p >= T)
+        usage_error("metric: loss position " + std::to_string(p) + " is outside [0, " + std::to_string(T) +
+                    ")");
       if (metric.targets[i] < 0 || metric.targets[i] >= V)
-        usage_error("metric: target token " + std::to_string(metric.targets[i]) + " is outside the vocabulary");
+        usage_error("metric: target token " + std::to_string(metric.targets[i]) +
+                    " is outside the vocabulary");
       last = std::max(last, p);
     }
     e.T_run = last + 1;
-    e.last_only = std::all_of(metric.loss_positions.begin(), metric.loss_positions.end(), [&](int p) { return p == last; });
+    e.last_only = std::all_of(metric.loss_positions.begin(), metric.loss_positions.end(),
+                              [&](int p) { return p == last; });
   }
   return e;
 }
@@ -130,8 +145,10 @@ double eval(const Eval& e, const std::vector<float>& logits, const Model& m) {
 void check_pair(const std::vector<int>& clean, const std::vector<int>& corrupt) {
   if (clean.empty()) usage_error("the clean input is empty");
   if (clean.size() != corrupt.size())
-    usage_error("clean and corrupt inputs must have equal length (patching copies activations position by position): "
-                "clean has " + std::to_string(clean.size()) + " tokens, corrupt " + std::to_string(corrupt.size()));
+    usage_error(
+        "clean and corrupt inputs must have equal length (patching copies activations position by position): "
+        "clean has " +
+        std::to_string(clean.size()) + " tokens, corrupt " + std::to_string(corrupt.size()));
 }
 
 double normalise(double m, double clean, double corrupt) {
@@ -140,7 +157,9 @@ double normalise(double m, double clean, double corrupt) {
 
 }  // namespace
 
-const char* direction_name(PatchDirection d) { return d == PatchDirection::Noising ? "noising" : "denoising"; }
+const char* direction_name(PatchDirection d) {
+  return d == PatchDirection::Noising ? "noising" : "denoising";
+}
 
 std::string PatchMetric::describe() const {
   if (kind == Kind::LogitDiff)
@@ -152,7 +171,8 @@ std::string PatchMetric::describe() const {
 double metric_value(const PatchMetric& mt, const std::vector<float>& logits, int rows, int V, int T) {
   auto row = [&](int p) -> const float* {
     const int r = rows == 1 ? 0 : p;
-    if (rows == 1 && p != T - 1) usage_error("metric: position " + std::to_string(p) + " needs every row's logits");
+    if (rows == 1 && p != T - 1)
+      usage_error("metric: position " + std::to_string(p) + " needs every row's logits");
     return logits.data() + size_t(r) * V;
   };
   if (mt.kind == PatchMetric::Kind::LogitDiff) {
@@ -172,7 +192,8 @@ double metric_value(const PatchMetric& mt, const std::vector<float>& logits, int
 }
 
 PatchedRun run_patched(const Model& m, const std::vector<int>& ids, const std::vector<Patch>& patches,
-                       const std::function<bool(const std::string&)>& keep, bool last_only, int stop_at_layer) {
+                       const std::function<bool(const std::string&)>& keep, bool last_only,
+                       int stop_at_layer) {
   const int T = int(ids.size());
   for (const auto& p : patches) check_patch(m, p, T);
   PatchedRun r;
@@ -202,7 +223,8 @@ PatchedRun run_patched(const Model& m, const std::vector<int>& ids, const std::v
 
 std::string hook_at_layer(const std::string& hook, int layer) {
   std::string h = hook;
-  if (ends_with(h, "attn.hook_result")) h = h.substr(0, h.size() - std::string("hook_result").size()) + "hook_z";
+  if (ends_with(h, "attn.hook_result"))
+    h = h.substr(0, h.size() - std::string("hook_result").size()) + "hook_z";
   if (h.rfind("blocks.", 0) == 0) return h;
   return "blocks." + std::to_string(layer) + "." + h;
 }
@@ -302,17 +324,19 @@ PathResult path_patch(const Model& m, const std::vector<int>& clean, const std::
   const Arch& a = m.arch;
   if (s.input != 'q' && s.input != 'k' && s.input != 'v')
     usage_error("path: the receiver's input must be q, k or v (got '" + std::string(1, s.input) + "')");
-  if (s.sender_layer < 0 || s.sender_layer >= a.n_layer || s.receiver_layer < 0 || s.receiver_layer >= a.n_layer)
+  if (s.sender_layer < 0 || s.sender_layer >= a.n_layer || s.receiver_layer < 0 ||
+      s.receiver_layer >= a.n_layer)
     usage_error("path: layers must be in [0, " + std::to_string(a.n_layer) + ")");
   if (s.sender_layer >= s.receiver_layer)
-    usage_error("path: the sender's layer (" + std::to_string(s.sender_layer) + ") must come before the receiver's (" +
-                std::to_string(s.receiver_layer) + ")");
+    usage_error("path: the sender's layer (" + std::to_string(s.sender_layer) +
+                ") must come before the receiver's (" + std::to_string(s.receiver_layer) + ")");
   if (s.sender_head < 0 || s.sender_head >= a.H)
-    usage_error("path: sender head " + std::to_string(s.sender_head) + " is outside [0, " + std::to_string(a.H) + ")");
+    usage_error("path: sender head " + std::to_string(s.sender_head) + " is outside [0, " +
+                std::to_string(a.H) + ")");
   const int rh = s.input == 'q' ? a.H : a.n_kv;
   if (s.receiver_head < 0 || s.receiver_head >= rh)
-    usage_error("path: receiver head " + std::to_string(s.receiver_head) + " is outside [0, " + std::to_string(rh) +
-                ")" + (s.input == 'q' ? "" : " (key/value heads)"));
+    usage_error("path: receiver head " + std::to_string(s.receiver_head) + " is outside [0, " +
+                std::to_string(rh) + ")" + (s.input == 'q' ? "" : " (key/value heads)"));
   PathResult r;
   r.spec = s;
   r.direction = direction;
@@ -326,14 +350,17 @@ PathResult path_patch(const Model& m, const std::vector<int>& clean, const std::
   const std::string recv = Lr + "attn.hook_" + std::string(1, s.input);
   const std::set<std::string> base_keep = {Ls + "hook_attn_out", Lr + "hook_resid_pre"};
   const std::set<std::string> src_keep = {Ls + "attn.hook_z", recv};
-  const PatchedRun base = run_patched(m, base_ids, {}, [&](const std::string& n) { return base_keep.count(n) > 0; }, e.last_only);
-  const PatchedRun src = run_patched(m, src_ids, {}, [&](const std::string& n) { return src_keep.count(n) > 0; }, e.last_only);
+  const PatchedRun base = run_patched(
+      m, base_ids, {}, [&](const std::string& n) { return base_keep.count(n) > 0; }, e.last_only);
+  const PatchedRun src = run_patched(
+      m, src_ids, {}, [&](const std::string& n) { return src_keep.count(n) > 0; }, e.last_only);
   const double mb = eval(e, base.logits, m), ms = eval(e, src.logits, m);
   r.clean = noising ? mb : ms;
   r.corrupt = noising ? ms : mb;
   // Δ: the sender's contribution swapped, as the engine computes attn_out (W_O, and any post-norm).
-  const PatchedRun sent = run_patched(m, base_ids, {Patch{Ls + "attn.hook_z", s.sender_head, -1, &src.acts.at(Ls + "attn.hook_z")}},
-                                      [&](const std::string& n) { return n == Ls + "hook_attn_out"; }, false, s.sender_layer);
+  const PatchedRun sent = run_patched(
+      m, base_ids, {Patch{Ls + "attn.hook_z", s.sender_head, -1, &src.acts.at(Ls + "attn.hook_z")}},
+      [&](const std::string& n) { return n == Ls + "hook_attn_out"; }, false, s.sender_layer);
   const Tensor& a0 = base.acts.at(Ls + "hook_attn_out");
   const Tensor& a1 = sent.acts.at(Ls + "hook_attn_out");
   Tensor x1 = base.acts.at(Lr + "hook_resid_pre");
@@ -345,22 +372,33 @@ PathResult path_patch(const Model& m, const std::vector<int>& clean, const std::
   }
   r.delta_norm = std::sqrt(dn);
   // The receiver's input from norm1(x'): the receiver layer run on x' (stopped there), its q/k/v kept.
-  const PatchedRun recvd = run_patched(m, base_ids, {Patch{Lr + "hook_resid_pre", -1, -1, &x1}},
-                                       [&](const std::string& n) { return n == recv; }, false, s.receiver_layer);
+  const PatchedRun recvd = run_patched(
+      m, base_ids, {Patch{Lr + "hook_resid_pre", -1, -1, &x1}},
+      [&](const std::string& n) { return n == recv; }, false, s.receiver_layer);
   const Tensor& input = recvd.acts.at(recv);
-  r.metric = eval(e, run_patched(m, base_ids, {Patch{recv, s.receiver_head, -1, &input}}, nullptr, e.last_only).logits, m);
+  r.metric = eval(
+      e, run_patched(m, base_ids, {Patch{recv, s.receiver_head, -1, &input}}, nullptr, e.last_only).logits,
+      m);
   r.normalised = normalise(r.metric, r.clean, r.corrupt);
-  r.receiver_metric =
-      eval(e, run_patched(m, base_ids, {Patch{recv, s.receiver_head, -1, &src.acts.at(recv)}}, nullptr, e.last_only).logits, m);
+  r.receiver_metric = eval(
+      e,
+      run_patched(m, base_ids, {Patch{recv, s.receiver_head, -1, &src.acts.at(recv)}}, nullptr, e.last_only)
+          .logits,
+      m);
   r.receiver_normalised = normalise(r.receiver_metric, r.clean, r.corrupt);
   r.forwards = 6;
   return r;
 }
 
 Model model_view(const GPT2& g) {
-  nlohmann::json cj = {{"model_type", "gpt2"}, {"vocab_size", g.config.vocab_size}, {"n_positions", g.config.n_positions},
-                       {"n_embd", g.config.n_embd}, {"n_layer", g.config.n_layer}, {"n_head", g.config.n_head},
-                       {"layer_norm_epsilon", g.config.layer_norm_epsilon}, {"qkv_attn_only", g.config.attn_only}};
+  nlohmann::json cj = {{"model_type", "gpt2"},
+                       {"vocab_size", g.config.vocab_size},
+                       {"n_positions", g.config.n_positions},
+                       {"n_embd", g.config.n_embd},
+                       {"n_layer", g.config.n_layer},
+                       {"n_head", g.config.n_head},
+                       {"layer_norm_epsilon", g.config.layer_norm_epsilon},
+                       {"qkv_attn_only", g.config.attn_only}};
   if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
   Model m;
   m.arch = arch_from_config(cj, "GPT2 in memory");
@@ -368,15 +406,19 @@ Model model_view(const GPT2& g) {
   m.table = tensor_table(m.arch);
   m.blocks.resize(size_t(m.arch.n_layer));
   static const std::map<std::string, Weight BlockWeights::*> roles = {
-      {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b}, {"ln2_w", &BlockWeights::ln2_w},
-      {"ln2_b", &BlockWeights::ln2_b}, {"wqkv", &BlockWeights::wqkv},   {"bqkv", &BlockWeights::bqkv},
-      {"wo", &BlockWeights::wo},       {"bo", &BlockWeights::bo},       {"w_up", &BlockWeights::w_up},
+      {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b},   {"ln2_w", &BlockWeights::ln2_w},
+      {"ln2_b", &BlockWeights::ln2_b}, {"wqkv", &BlockWeights::wqkv},     {"bqkv", &BlockWeights::bqkv},
+      {"wo", &BlockWeights::wo},       {"bo", &BlockWeights::bo},         {"w_up", &BlockWeights::w_up},
       {"b_up", &BlockWeights::b_up},   {"w_down", &BlockWeights::w_down}, {"b_down", &BlockWeights::b_down}};
   for (size_t i = 0; i < m.table.size(); i++) {
     const TensorSpec& s = m.table[i];
     Weight* w = nullptr;
     if (s.layer < 0) {
-      w = s.role == "wte" ? &m.wte : s.role == "wpe" ? &m.wpe : s.role == "lnf_w" ? &m.lnf_w : s.role == "lnf_b" ? &m.lnf_b : nullptr;
+      w = s.role == "wte"     ? &m.wte
+          : s.role == "wpe"   ? &m.wpe
+          : s.role == "lnf_w" ? &m.lnf_w
+          : s.role == "lnf_b" ? &m.lnf_b
+                              : nullptr;
     } else {
       const auto it = roles.find(s.role);
       if (it != roles.end()) w = &(m.blocks[size_t(s.layer)].*(it->second));

@@ -1,6 +1,8 @@
 // Patching and attribution (patching.hpp, attribution.hpp): against an independent float64 NumPy
 // implementation (tests/reference/check_patching.py -> fixtures/patching/*.json), bit-identity of a
 // patch to the activation's own value on every hook of several families, DLA terms adding up, errors.
+#include "qkv/analysis/patching.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/analysis/attribution.hpp"
-#include "qkv/analysis/patching.hpp"
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
 
@@ -47,7 +48,8 @@ TEST_P(PatchingReference, SweepsPathsAndAttributionMatchNumpy) {
   const auto clean = ref["clean"].get<std::vector<int>>(), corrupt = ref["corrupt"].get<std::vector<int>>();
   int n_sites = 0;
   for (const auto& s : ref["sweeps"]) {
-    const std::string what = s["hook"].get<std::string>() + " " + s["direction"].get<std::string>() + " " + s["metric"].get<std::string>();
+    const std::string what = s["hook"].get<std::string>() + " " + s["direction"].get<std::string>() + " " +
+                             s["metric"].get<std::string>();
     SCOPED_TRACE(what);
     SweepOptions o;
     o.hook = s["hook"];
@@ -70,18 +72,23 @@ TEST_P(PatchingReference, SweepsPathsAndAttributionMatchNumpy) {
   }
   EXPECT_GE(n_sites, 200);
   for (const auto& p : ref["paths"]) {
-    PathSpec s{p["sender"][0], p["sender"][1], p["receiver"][0], p["receiver"][1], p["input"].get<std::string>()[0]};
+    PathSpec s{p["sender"][0], p["sender"][1], p["receiver"][0], p["receiver"][1],
+               p["input"].get<std::string>()[0]};
     const auto dir = p["direction"] == "noising" ? PatchDirection::Noising : PatchDirection::Denoising;
-    const PathResult r = path_patch(m, clean, corrupt, s, dir, metric_of(ref["metrics"][p["metric"].get<std::string>()]));
+    const PathResult r =
+        path_patch(m, clean, corrupt, s, dir, metric_of(ref["metrics"][p["metric"].get<std::string>()]));
     near(r.clean, p["clean"], "path clean");
     near(r.corrupt, p["corrupt"], "path corrupt");
     near(r.metric, p["value"], "path value");
     near(r.receiver_metric, p["receiver_value"], "receiver value");
     // the path is a real intervention on these random weights, not a no-op
-    EXPECT_GT(std::fabs(double(p["value"]) - (dir == PatchDirection::Noising ? double(p["clean"]) : double(p["corrupt"]))), 1e-6);
+    EXPECT_GT(std::fabs(double(p["value"]) -
+                        (dir == PatchDirection::Noising ? double(p["clean"]) : double(p["corrupt"]))),
+              1e-6);
   }
   for (const auto& d : ref["dla"]) {
-    const AttributionResult r = attribute(m, d["tokens"].get<std::vector<int>>(), d["answer"], d["wrong"], d["position"]);
+    const AttributionResult r =
+        attribute(m, d["tokens"].get<std::vector<int>>(), d["answer"], d["wrong"], d["position"]);
     near(r.logit_diff, d["logit_diff"], "logit diff");
     ASSERT_EQ(r.terms.size(), d["terms"].size());
     for (const auto& t : r.terms) {
@@ -113,12 +120,13 @@ std::vector<int> tokens(int T, int V) {
   return ids;
 }
 
-class Families : public ::testing::TestWithParam<std::string> {};
+class PatchingFamilies : public ::testing::TestWithParam<std::string> {};
 
 // Copying an activation's own value back changes nothing, bit for bit, at every hook point of the model.
-TEST_P(Families, PatchingOwnValueIsBitIdentical) {
+TEST_P(PatchingFamilies, PatchingOwnValueIsBitIdentical) {
   const std::string type = GetParam();
-  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction") : load_lm(family_dir(type, 3));
+  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
+                                      : load_lm(family_dir(type, 3));
   const auto ids = tokens(12, m.arch.vocab_size);
   const PatchedRun base = run_patched(m, ids, {}, [](const std::string&) { return true; });
   int hooks = 0;
@@ -140,22 +148,26 @@ TEST_P(Families, PatchingOwnValueIsBitIdentical) {
   // and a patch from a different run does change the logits (the test above can fail)
   auto other = ids;
   other[2] = (other[2] + 1) % m.arch.vocab_size;
-  const PatchedRun o = run_patched(m, other, {}, [](const std::string& n) { return n == "blocks.0.hook_resid_pre"; });
-  const PatchedRun p = run_patched(m, ids, {Patch{"blocks.0.hook_resid_pre", -1, 2, &o.acts.at("blocks.0.hook_resid_pre")}});
+  const PatchedRun o =
+      run_patched(m, other, {}, [](const std::string& n) { return n == "blocks.0.hook_resid_pre"; });
+  const PatchedRun p =
+      run_patched(m, ids, {Patch{"blocks.0.hook_resid_pre", -1, 2, &o.acts.at("blocks.0.hook_resid_pre")}});
   EXPECT_NE(0, std::memcmp(p.logits.data(), base.logits.data(), base.logits.size() * sizeof(float)));
 }
 
 // The DLA terms add up to the model's logit difference; per-head terms add up to attn_out.
-TEST_P(Families, AttributionTermsSumToTheLogitDifference) {
+TEST_P(PatchingFamilies, AttributionTermsSumToTheLogitDifference) {
   const std::string type = GetParam();
-  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction") : load_lm(family_dir(type, 4));
+  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
+                                      : load_lm(family_dir(type, 4));
   const auto ids = tokens(10, m.arch.vocab_size);
   const AttributionResult r = attribute(m, ids, ids[3], ids[4], 8);
   EXPECT_EQ(r.position, 8);
   if (m.arch.final_softcap > 0) {
     EXPECT_TRUE(std::isnan(r.sum_minus_logit_diff));
   } else {
-    EXPECT_LT(std::fabs(r.sum_minus_logit_diff), 1e-4 * (1 + std::fabs(r.logit_diff))) << r.sum_terms << " vs " << r.logit_diff;
+    EXPECT_LT(std::fabs(r.sum_minus_logit_diff), 1e-4 * (1 + std::fabs(r.logit_diff)))
+        << r.sum_terms << " vs " << r.logit_diff;
     EXPECT_GT(std::fabs(r.logit_diff), 1e-6);
     // the logit lens after the last layer is the model's own logit difference
     EXPECT_NEAR(r.lens.back().logit_diff, r.logit_diff, 1e-4 * (1 + std::fabs(r.logit_diff)));
@@ -166,7 +178,32 @@ TEST_P(Families, AttributionTermsSumToTheLogitDifference) {
   EXPECT_EQ(int(r.lens.size()), m.arch.n_layer + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Families, ::testing::Values("induction", "gpt2", "llama", "gemma2", "gpt_neox", "qwen2"));
+// Path patching on every family: identical runs change nothing bit for bit (Δ = 0 exactly); different runs
+// move the metric through each of q, k and v (receiver k/v heads are key/value heads under GQA).
+TEST_P(PatchingFamilies, PathPatchingIsExactAndMoves) {
+  const std::string type = GetParam();
+  const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
+                                      : load_lm(family_dir(type, 5));
+  const auto ids = tokens(12, m.arch.vocab_size);
+  auto other = ids;
+  for (int t = 0; t < 6; t++) other[size_t(t)] = (other[size_t(t)] + 5) % m.arch.vocab_size;
+  PatchMetric ld;
+  ld.answer = ids[3], ld.wrong = ids[4];
+  for (char in : {'q', 'k', 'v'}) {
+    SCOPED_TRACE(std::string(1, in));
+    const PathSpec s{0, 0, m.arch.n_layer - 1, in == 'q' ? m.arch.H - 1 : m.arch.n_kv - 1, in};
+    const PathResult same = path_patch(m, ids, ids, s, PatchDirection::Noising, ld);
+    EXPECT_EQ(same.metric, same.clean);
+    EXPECT_EQ(same.delta_norm, 0.0);
+    const PathResult r = path_patch(m, ids, other, s, PatchDirection::Noising, ld);
+    EXPECT_GT(r.delta_norm, 0.0);
+    EXPECT_NE(r.metric, r.clean);
+    EXPECT_EQ(r.forwards, 6);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PatchingFamilies,
+                         ::testing::Values("induction", "gpt2", "llama", "gemma2", "gpt_neox", "qwen2"));
 
 // Path patching with identical clean and corrupt runs changes nothing (Δ is exactly zero); a sweep
 // with identical runs gives the clean metric at every site, bit for bit.
@@ -208,7 +245,8 @@ TEST(Patching, ErrorsNameTheProblem) {
   EXPECT_THROW(patch_sweep(m, ids, ids, o), Error);
   o.hook = "blocks.7.attn.hook_v";
   EXPECT_THROW(patch_sweep(m, ids, ids, o), Error);
-  EXPECT_THROW(path_patch(m, ids, ids, {1, 0, 0, 0, 'k'}, PatchDirection::Noising, o.metric), Error);  // sender after receiver
+  EXPECT_THROW(path_patch(m, ids, ids, {1, 0, 0, 0, 'k'}, PatchDirection::Noising, o.metric),
+               Error);  // sender after receiver
   EXPECT_THROW(path_patch(m, ids, ids, {0, 0, 1, 9, 'k'}, PatchDirection::Noising, o.metric), Error);
   EXPECT_THROW(attribute(m, ids, -1, 2), Error);
   EXPECT_THROW(attribute(m, ids, 1, 2, 8), Error);

@@ -65,6 +65,7 @@ assert len([t for t in j["terms"] if t["kind"] == "head"]) == 6
 PY
 check attribute-table 0 'the terms sum to' -- attribute --model "$bundled" --text "abcabcab" --answer c --wrong a
 
+check same-runs 0 'nothing can be normalised' -- patch --model "$fx/tiny" --clean-tokens 1,2,3 --corrupt-tokens 1,2,3 --answer 4 --wrong 5 --hook hook_attn_out
 # ---- errors ----
 check unequal 2 '^qkv: error: --clean and --corrupt must have equal length' -- patch --model "$fx/tiny" --clean-tokens 1,2,3 --corrupt-tokens 1,2 --answer 1 --wrong 2 --hook attn.hook_v
 check bad-hook 2 "^qkv: error: --hook: no hook point 'blocks.0.attn.hook_x'" -- patch --model "$fx/tiny" --clean-tokens $toks --corrupt-tokens $bad_toks --answer 1 --wrong 2 --hook attn.hook_x

@@ -27,7 +27,8 @@ int token_arg(const LoadedLM& m, const std::string& arg, const std::string& v) {
     if (!m.tokenizer) usage_error(arg + ": '" + v + "' is not a token id and the model has no tokenizer");
     const auto ids = m.tokenizer->encode(v);
     if (ids.size() != 1)
-      usage_error(arg + ": '" + v + "' is " + std::to_string(ids.size()) + " tokens, not one (give a token id instead)");
+      usage_error(arg + ": '" + v + "' is " + std::to_string(ids.size()) +
+                  " tokens, not one (give a token id instead)");
     id = ids[0];
   }
   if (id < 0 || id >= m.model.arch.vocab_size)
@@ -52,23 +53,25 @@ struct PatchArgs {
   bool per_position = false, json = false;
 };
 
-std::vector<int> ids_of(const LoadedLM& m, const std::string& targ, const std::string& text, const std::string& karg,
-                        const std::string& tokens) {
+std::vector<int> ids_of(const LoadedLM& m, const std::string& targ, const std::string& text,
+                        const std::string& karg, const std::string& tokens) {
   std::vector<int> ids;
   if (!tokens.empty()) {
     ids = parse_ints(karg, tokens);
   } else {
-    if (!m.tokenizer) usage_error(m.path + " has no tokenizer beside it; give " + karg + " instead of " + targ);
+    if (!m.tokenizer)
+      usage_error(m.path + " has no tokenizer beside it; give " + karg + " instead of " + targ);
     ids = m.tokenizer->encode(text);
     if (ids.empty()) usage_error(targ + ": the text is empty after tokenization");
   }
   const std::string arg = tokens.empty() ? targ : karg;
   for (size_t i = 0; i < ids.size(); i++)
     if (ids[i] < 0 || ids[i] >= m.model.arch.vocab_size)
-      usage_error(arg + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
-                  std::to_string(m.model.arch.vocab_size) + ")");
+      usage_error(arg + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(m.model.arch.vocab_size) + ")");
   if (int(ids.size()) > m.model.arch.n_ctx)
-    usage_error(arg + ": " + std::to_string(ids.size()) + " tokens but the model has " + std::to_string(m.model.arch.n_ctx) + " positions");
+    usage_error(arg + ": " + std::to_string(ids.size()) + " tokens but the model has " +
+                std::to_string(m.model.arch.n_ctx) + " positions");
   return ids;
 }
 
@@ -105,9 +108,11 @@ void run_patch(const PatchArgs& a) {
   int rep_start = 0;
   if (a.repeated > 0) {
     if (!a.clean.empty() || !a.corrupt.empty() || !a.clean_tokens.empty() || !a.corrupt_tokens.empty())
-      usage_error("--repeated: builds the clean and corrupt inputs itself; do not also give --clean/--corrupt");
+      usage_error(
+          "--repeated: builds the clean and corrupt inputs itself; do not also give --clean/--corrupt");
     int bos = -1;
-    if (a.bos >= -1) bos = a.bos;
+    if (a.bos >= -1)
+      bos = a.bos;
     else if (m.tokenizer && m.tokenizer->vocab_size() > 0 &&
              m.tokenizer->token_string(m.tokenizer->vocab_size() - 1) == "<|endoftext|>")
       bos = m.tokenizer->vocab_size() - 1;
@@ -122,33 +127,44 @@ void run_patch(const PatchArgs& a) {
     corrupt = clean;
     for (int i = 0; i < a.repeated; i++) corrupt[size_t(rep_start + i)] = other[size_t(rep_start + i)];
   } else {
-    if (a.clean.empty() == a.clean_tokens.empty()) usage_error("give one of --clean TEXT or --clean-tokens IDS (or --repeated N)");
-    if (a.corrupt.empty() == a.corrupt_tokens.empty()) usage_error("give one of --corrupt TEXT or --corrupt-tokens IDS");
+    if (a.clean.empty() == a.clean_tokens.empty())
+      usage_error("give one of --clean TEXT or --clean-tokens IDS (or --repeated N)");
+    if (a.corrupt.empty() == a.corrupt_tokens.empty())
+      usage_error("give one of --corrupt TEXT or --corrupt-tokens IDS");
     clean = ids_of(m, "--clean", a.clean, "--clean-tokens", a.clean_tokens);
     corrupt = ids_of(m, "--corrupt", a.corrupt, "--corrupt-tokens", a.corrupt_tokens);
   }
   if (clean.size() != corrupt.size())
-    usage_error("--clean and --corrupt must have equal length in tokens (patching copies activations position by position): "
-                "clean has " + std::to_string(clean.size()) + ", corrupt " + std::to_string(corrupt.size()));
+    usage_error(
+        "--clean and --corrupt must have equal length in tokens (patching copies activations position by "
+        "position): "
+        "clean has " +
+        std::to_string(clean.size()) + ", corrupt " + std::to_string(corrupt.size()));
   const int T = int(clean.size());
   // ---- metric ----
   an::PatchMetric metric;
   if (!a.answer.empty() || !a.wrong.empty()) {
-    if (a.answer.empty() || a.wrong.empty()) usage_error("--answer and --wrong go together (a logit difference)");
-    if (!a.loss_positions.empty()) usage_error("--loss-positions: give either --answer/--wrong or --loss-positions");
+    if (a.answer.empty() || a.wrong.empty())
+      usage_error("--answer and --wrong go together (a logit difference)");
+    if (!a.loss_positions.empty())
+      usage_error("--loss-positions: give either --answer/--wrong or --loss-positions");
     metric.kind = an::PatchMetric::Kind::LogitDiff;
     metric.answer = token_arg(m, "--answer", a.answer);
     metric.wrong = token_arg(m, "--wrong", a.wrong);
-    if (a.position >= T) usage_error("--position: " + std::to_string(a.position) + " is outside [0, " + std::to_string(T) + ")");
+    if (a.position >= T)
+      usage_error("--position: " + std::to_string(a.position) + " is outside [0, " + std::to_string(T) + ")");
     metric.position = a.position;
   } else {
     metric.kind = an::PatchMetric::Kind::Loss;
     if (!a.loss_positions.empty()) {
       metric.loss_positions = parse_positions("--loss-positions", a.loss_positions);
     } else if (a.repeated > 0) {  // the second copy, each position predicting the next token of it
-      for (int t = rep_start + a.repeated; t < rep_start + 2 * a.repeated - 1; t++) metric.loss_positions.push_back(t);
+      for (int t = rep_start + a.repeated; t < rep_start + 2 * a.repeated - 1; t++)
+        metric.loss_positions.push_back(t);
     } else {
-      usage_error("no metric: give --answer A --wrong B (logit difference) or --loss-positions P (loss of the clean next token)");
+      usage_error(
+          "no metric: give --answer A --wrong B (logit difference) or --loss-positions P (loss of the clean "
+          "next token)");
     }
     for (int p : metric.loss_positions) {
       if (p < 0 || p >= T - 1)
@@ -158,9 +174,12 @@ void run_patch(const PatchArgs& a) {
     }
   }
   an::PatchDirection dir;
-  if (a.direction == "noising") dir = an::PatchDirection::Noising;
-  else if (a.direction == "denoising") dir = an::PatchDirection::Denoising;
-  else usage_error("--direction: '" + a.direction + "' is not noising or denoising");
+  if (a.direction == "noising")
+    dir = an::PatchDirection::Noising;
+  else if (a.direction == "denoising")
+    dir = an::PatchDirection::Denoising;
+  else
+    usage_error("--direction: '" + a.direction + "' is not noising or denoising");
 
   nlohmann::json inputs = {{"clean", clean}, {"corrupt", corrupt}, {"tokens", T}};
 
@@ -169,7 +188,10 @@ void run_patch(const PatchArgs& a) {
     if (!a.hook.empty()) usage_error("--path: give either --hook (a sweep) or --path (one path)");
     // SENDER:RECEIVER:q|k|v with heads as L.H
     an::PathSpec s;
-    auto bad = [&] { usage_error("--path: '" + a.path + "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k"); };
+    auto bad = [&] {
+      usage_error("--path: '" + a.path +
+                  "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+    };
     const size_t c1 = a.path.find(':'), c2 = c1 == std::string::npos ? c1 : a.path.find(':', c1 + 1);
     if (c2 == std::string::npos || a.path.size() != c2 + 2) bad();
     auto head = [&](const std::string& x, int& l, int& h) {
@@ -186,28 +208,41 @@ void run_patch(const PatchArgs& a) {
     const double frac = dir == an::PatchDirection::Noising ? (1 - r.normalised) / (1 - r.receiver_normalised)
                                                            : r.normalised / r.receiver_normalised;
     if (a.json) {
-      print_json({{"path", a.path}, {"direction", an::direction_name(dir)}, {"metric", metric.describe()}, {"inputs", inputs},
-                  {"clean", r.clean}, {"corrupt", r.corrupt}, {"patched", r.metric}, {"normalised", r.normalised},
-                  {"receiver_only", r.receiver_metric}, {"receiver_only_normalised", r.receiver_normalised},
-                  {"fraction_of_receiver_effect", std::isfinite(frac) ? nlohmann::json(frac) : nlohmann::json(nullptr)},
-                  {"delta_norm", r.delta_norm}, {"forwards", r.forwards}});
+      print_json({{"path", a.path},
+                  {"direction", an::direction_name(dir)},
+                  {"metric", metric.describe()},
+                  {"inputs", inputs},
+                  {"clean", r.clean},
+                  {"corrupt", r.corrupt},
+                  {"patched", r.metric},
+                  {"normalised", r.normalised},
+                  {"receiver_only", r.receiver_metric},
+                  {"receiver_only_normalised", r.receiver_normalised},
+                  {"fraction_of_receiver_effect",
+                   std::isfinite(frac) ? nlohmann::json(frac) : nlohmann::json(nullptr)},
+                  {"delta_norm", r.delta_norm},
+                  {"forwards", r.forwards}});
       return;
     }
-    std::cout << "path patching (" << an::direction_name(dir) << ") " << s.sender_layer << "." << s.sender_head << " -> "
-              << s.receiver_layer << "." << s.receiver_head << " " << s.input << " on " << T << " tokens; metric "
-              << metric.describe() << "\n"
-              << "clean " << fmt(r.clean, 4) << ", corrupt " << fmt(r.corrupt, 4) << " (normalised: 0 = corrupt, 1 = clean)\n\n";
+    std::cout << "path patching (" << an::direction_name(dir) << ") " << s.sender_layer << "."
+              << s.sender_head << " -> " << s.receiver_layer << "." << s.receiver_head << " " << s.input
+              << " on " << T << " tokens; metric " << metric.describe() << "\n"
+              << "clean " << fmt(r.clean, 4) << ", corrupt " << fmt(r.corrupt, 4)
+              << " (normalised: 0 = corrupt, 1 = clean)\n\n";
     report::Table t({"what is patched", "metric", "normalised"});
-    t.add({"sender's output, only into the receiver's " + std::string(1, s.input), fmt(r.metric, 4), fmt(r.normalised, 3)});
-    t.add({"the receiver's whole " + std::string(1, s.input) + " (activation patch)", fmt(r.receiver_metric, 4),
-           fmt(r.receiver_normalised, 3)});
+    t.add({"sender's output, only into the receiver's " + std::string(1, s.input), fmt(r.metric, 4),
+           fmt(r.normalised, 3)});
+    t.add({"the receiver's whole " + std::string(1, s.input) + " (activation patch)",
+           fmt(r.receiver_metric, 4), fmt(r.receiver_normalised, 3)});
     std::cout << t.str() << "\nthe path carries " << fmt(100 * frac, 1) << "% of the receiver's " << s.input
-              << " effect; |Δ| of the sender's contribution " << fmt(r.delta_norm, 3) << "; " << r.forwards << " forwards\n";
+              << " effect; |Δ| of the sender's contribution " << fmt(r.delta_norm, 3) << "; " << r.forwards
+              << " forwards\n";
     return;
   }
 
   // ---- activation patching sweep ----
-  if (a.hook.empty()) usage_error("give --hook NAME (e.g. attn.hook_v, every layer) or --path SENDER:RECEIVER:q|k|v");
+  if (a.hook.empty())
+    usage_error("give --hook NAME (e.g. attn.hook_v, every layer) or --path SENDER:RECEIVER:q|k|v");
   an::SweepOptions o;
   o.hook = a.hook;
   o.per_position = a.per_position;
@@ -221,14 +256,16 @@ void run_patch(const PatchArgs& a) {
   const int per_row = a.per_position ? T : (heads ? r.heads : 1);
   for (size_t i = 0; i < r.sites.size(); i += size_t(per_row)) {
     const auto& s = r.sites[i];
-    rows.push_back(a.per_position && heads ? std::to_string(s.layer) + "." + std::to_string(s.head) : "layer " + std::to_string(s.layer));
+    rows.push_back(a.per_position && heads ? std::to_string(s.layer) + "." + std::to_string(s.head)
+                                           : "layer " + std::to_string(s.layer));
     grid.emplace_back(r.normalised.begin() + long(i), r.normalised.begin() + long(i) + per_row);
   }
   const std::vector<int>& shown = dir == an::PatchDirection::Noising ? clean : corrupt;
   std::vector<std::string> svg_cols;  // the picture labels positions with their tokens; the table by number
   for (int c = 0; c < per_row; c++) {
     cols.push_back(a.per_position ? std::to_string(c) : heads ? "head " + std::to_string(c) : "all");
-    svg_cols.push_back(a.per_position ? std::to_string(c) + " " + tok_label(m, shown[size_t(c)]) : cols.back());
+    svg_cols.push_back(a.per_position ? std::to_string(c) + " " + tok_label(m, shown[size_t(c)])
+                                      : cols.back());
   }
   if (!a.svg.empty()) {
     report::HeatmapSpec h;
@@ -247,20 +284,39 @@ void run_patch(const PatchArgs& a) {
     nlohmann::json sites = nlohmann::json::array();
     for (size_t i = 0; i < r.sites.size(); i++) {
       const auto& s = r.sites[i];
-      sites.push_back({{"layer", s.layer}, {"head", s.head < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.head)},
-                       {"pos", s.pos < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.pos)}, {"metric", r.metric[i]},
-                       {"normalised", std::isfinite(r.normalised[i]) ? nlohmann::json(r.normalised[i]) : nlohmann::json(nullptr)}});
+      sites.push_back({{"layer", s.layer},
+                       {"head", s.head < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.head)},
+                       {"pos", s.pos < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.pos)},
+                       {"metric", r.metric[i]},
+                       {"normalised", std::isfinite(r.normalised[i]) ? nlohmann::json(r.normalised[i])
+                                                                     : nlohmann::json(nullptr)}});
     }
-    print_json({{"hook", r.hook}, {"kind", r.kind}, {"direction", an::direction_name(dir)}, {"metric", metric.describe()},
-                {"inputs", inputs}, {"clean", r.clean}, {"corrupt", r.corrupt}, {"tokens_run", r.T_run},
-                {"last_row_only", r.last_only}, {"forwards", r.forwards}, {"sites_skipped", r.sites_skipped},
-                {"seconds", r.seconds}, {"sites", sites}, {"svg", a.svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.svg)}});
+    print_json({{"hook", r.hook},
+                {"kind", r.kind},
+                {"direction", an::direction_name(dir)},
+                {"metric", metric.describe()},
+                {"inputs", inputs},
+                {"clean", r.clean},
+                {"corrupt", r.corrupt},
+                {"tokens_run", r.T_run},
+                {"last_row_only", r.last_only},
+                {"forwards", r.forwards},
+                {"sites_skipped", r.sites_skipped},
+                {"seconds", r.seconds},
+                {"sites", sites},
+                {"svg", a.svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.svg)}});
     return;
   }
   std::cout << "activation patching of " << a.hook << " (" << an::direction_name(dir) << ": "
-            << (dir == an::PatchDirection::Noising ? "clean run, corrupt activation patched in" : "corrupt run, clean activation patched in")
-            << ") on " << T << " tokens\nmetric " << metric.describe() << ": clean " << fmt(r.clean, 4) << ", corrupt "
-            << fmt(r.corrupt, 4) << "; cells: (m − corrupt)/(clean − corrupt), 0 = corrupt, 1 = clean\n\n";
+            << (dir == an::PatchDirection::Noising ? "clean run, corrupt activation patched in"
+                                                   : "corrupt run, clean activation patched in")
+            << ") on " << T << " tokens\nmetric " << metric.describe() << ": clean " << fmt(r.clean, 4)
+            << ", corrupt " << fmt(r.corrupt, 4)
+            << "; cells: (m − corrupt)/(clean − corrupt), 0 = corrupt, 1 = clean\n\n";
+  if (r.clean == r.corrupt)
+    std::cout << "note: the clean and corrupt runs give the same metric, so nothing can be normalised (cells "
+                 "are nan); "
+                 "the raw metric of each site is in --json\n\n";
   std::vector<std::string> header = {""};
   header.insert(header.end(), cols.begin(), cols.end());
   report::Table t(header);
@@ -269,38 +325,51 @@ void run_patch(const PatchArgs& a) {
     for (double v : grid[i]) cells.push_back(fmt(v, 3));
     t.add(cells);
   }
-  std::cout << t.str() << "\n" << r.sites.size() << " sites, " << r.forwards << " forwards (2 unpatched + 1 per site"
-            << (r.sites_skipped ? ", " + std::to_string(r.sites_skipped) + " sites after the metric's last position need none" : "")
-            << ") of " << r.T_run << " tokens" << (r.last_only ? ", last row's logits only" : "") << ", " << fmt(r.seconds, 2) << " s"
-            << (a.svg.empty() ? "" : "; heatmap: " + a.svg) << "\n";
+  std::cout << t.str() << "\n"
+            << r.sites.size() << " sites, " << r.forwards << " forwards (2 unpatched + 1 per site"
+            << (r.sites_skipped ? ", " + std::to_string(r.sites_skipped) +
+                                      " sites after the metric's last position need none"
+                                : "")
+            << ") of " << r.T_run << " tokens" << (r.last_only ? ", last row's logits only" : "") << ", "
+            << fmt(r.seconds, 2) << " s" << (a.svg.empty() ? "" : "; heatmap: " + a.svg) << "\n";
 }
 
 }  // namespace
 
 void register_patch(CLI::App& app) {
-  auto* cmd = app.add_subcommand("patch", "Activation patching (every layer × head × position of a hook) and path patching, "
-                                          "normalised 0 = corrupt, 1 = clean");
+  auto* cmd =
+      app.add_subcommand("patch",
+                         "Activation patching (every layer × head × position of a hook) and path patching, "
+                         "normalised 0 = corrupt, 1 = clean");
   auto a = std::make_shared<PatchArgs>();
   add_model_option(cmd, a->m);
   cmd->add_option("--clean", a->clean, "clean input text");
   cmd->add_option("--corrupt", a->corrupt, "corrupted input text (same length in tokens)");
   cmd->add_option("--clean-tokens", a->clean_tokens, "clean input as token ids, e.g. 464,3290");
   cmd->add_option("--corrupt-tokens", a->corrupt_tokens, "corrupted input as token ids");
-  cmd->add_option("--repeated", a->repeated, "the repeated-sequence task: clean [bos] r r, corrupt [bos] r' r (first copy "
-                                             "replaced), loss on the second copy; N = |r|")
+  cmd->add_option("--repeated", a->repeated,
+                  "the repeated-sequence task: clean [bos] r r, corrupt [bos] r' r (first copy "
+                  "replaced), loss on the second copy; N = |r|")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", a->seed, "--repeated: random seed");
-  cmd->add_option("--bos", a->bos, "--repeated: token before the sequence, -1 for none (default <|endoftext|> if the tokenizer has it)")
+  cmd->add_option(
+         "--bos", a->bos,
+         "--repeated: token before the sequence, -1 for none (default <|endoftext|> if the tokenizer has it)")
       ->check(CLI::Range(-1, 1 << 30));
   cmd->add_option("--answer", a->answer, "logit difference: the right token (id or one-token text)");
   cmd->add_option("--wrong", a->wrong, "logit difference: the wrong token (id or one-token text)");
-  cmd->add_option("--position", a->position, "logit difference: the position read (default the last)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--loss-positions", a->loss_positions, "loss of the clean next token at these positions, e.g. 3,5,9-12");
-  cmd->add_option("--hook", a->hook, "hook to sweep: attn.hook_q|k|v|z|pattern|attn_scores|result, hook_resid_pre|mid|post, "
-                                     "hook_attn_out, hook_mlp_out (every layer) or blocks.L.… (one layer)");
+  cmd->add_option("--position", a->position, "logit difference: the position read (default the last)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--loss-positions", a->loss_positions,
+                  "loss of the clean next token at these positions, e.g. 3,5,9-12");
+  cmd->add_option("--hook", a->hook,
+                  "hook to sweep: attn.hook_q|k|v|z|pattern|attn_scores|result, hook_resid_pre|mid|post, "
+                  "hook_attn_out, hook_mlp_out (every layer) or blocks.L.… (one layer)");
   cmd->add_flag("--per-position", a->per_position, "one site per position too");
-  cmd->add_option("--direction", a->direction, "noising (clean run, corrupt activation in; default) or denoising");
-  cmd->add_option("--path", a->path, "path patching SENDER:RECEIVER:q|k|v, heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+  cmd->add_option("--direction", a->direction,
+                  "noising (clean run, corrupt activation in; default) or denoising");
+  cmd->add_option("--path", a->path,
+                  "path patching SENDER:RECEIVER:q|k|v, heads as LAYER.HEAD, e.g. 0.1:1.0:k");
   cmd->add_option("--svg", a->svg, "write the sweep's heatmap to this file");
   cmd->add_flag("--json", a->json, "JSON output");
   cmd->callback([a] { run_patch(*a); });

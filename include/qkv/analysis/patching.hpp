@@ -51,8 +51,8 @@ struct Patch {
 };
 
 struct PatchedRun {
-  std::vector<float> logits;               // [rows, vocab]: rows = T, or 1 with last_only
-  std::map<std::string, Tensor> acts;      // the kept activations, as the forward used them (after patches)
+  std::vector<float> logits;           // [rows, vocab]: rows = T, or 1 with last_only
+  std::map<std::string, Tensor> acts;  // the kept activations, as the forward used them (after patches)
 };
 
 // One forward of ids with the patches applied (materialise_all, see above). `keep` picks activations to
@@ -81,15 +81,15 @@ struct SweepOptions {
 };
 
 struct SweepResult {
-  std::string hook;                     // as asked
-  std::string kind;                     // "heads" ([T, heads, dh]), "pattern" ([H, T, T]) or "rows" ([T, d])
-  std::vector<int> layers;              // the layers swept
-  int heads = 0;                        // heads per layer (n_kv for k/v; 0 for [T, d] activations)
-  int T = 0;                            // tokens of each run
-  int T_run = 0;                        // tokens actually run (truncated after the metric's last position)
+  std::string hook;         // as asked
+  std::string kind;         // "heads" ([T, heads, dh]), "pattern" ([H, T, T]) or "rows" ([T, d])
+  std::vector<int> layers;  // the layers swept
+  int heads = 0;            // heads per layer (n_kv for k/v; 0 for [T, d] activations)
+  int T = 0;                // tokens of each run
+  int T_run = 0;            // tokens actually run (truncated after the metric's last position)
   bool last_only = false;
   PatchDirection direction = PatchDirection::Noising;
-  double clean = 0, corrupt = 0;        // the metric of the unpatched runs
+  double clean = 0, corrupt = 0;  // the metric of the unpatched runs
   std::vector<PatchSite> sites;
   std::vector<double> metric, normalised;  // one per site
   int forwards = 0;       // forwards run: 2 (clean and corrupt, which also cache the sources) + one per site
@@ -111,8 +111,9 @@ std::vector<int> hook_layers(const Model& model, const std::string& hook);
 
 struct PathSpec {
   int sender_layer = 0, sender_head = 0;
-  int receiver_layer = 1, receiver_head = 0;  // receiver_head: a query head for 'q', a key/value head for 'k'/'v'
-  char input = 'k';                           // 'q', 'k' or 'v'
+  int receiver_layer = 1,
+      receiver_head = 0;  // receiver_head: a query head for 'q', a key/value head for 'k'/'v'
+  char input = 'k';       // 'q', 'k' or 'v'
 };
 
 struct PathResult {
