@@ -207,6 +207,7 @@ def llama_flops(T):
 
 def llama_worker(T, repeats, g):
     import torch
+    import torch.nn.functional as F
     d, L, V, H, K, ff = LLAMA["d"], LLAMA["layers"], LLAMA["vocab"], LLAMA["heads"], LLAMA["kv"], LLAMA["ff"]
     dh = d // H
 
@@ -277,8 +278,8 @@ def main():
     ap.add_argument("--qkv", default=None, help="the qkv binary (default: build-perf/qkv, else build/qkv)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--T", type=int, nargs="+", default=[1024, 4096], help="attention lengths")
-    ap.add_argument("--forward-T", type=int, nargs="+", default=[128, 1024], help="GPT-2 forward lengths")
+    ap.add_argument("--T", type=int, nargs="*", default=[1024, 4096], help="attention lengths (none to skip)")
+    ap.add_argument("--forward-T", type=int, nargs="*", default=[128, 1024], help="GPT-2 forward lengths (none to skip)")
     ap.add_argument("--path", default="auto", help="qkv's attention path: auto, portable, avx2, avx512")
     ap.add_argument("--llama-T", type=int, nargs="*", default=[1024],
                     help="Llama-shaped forward lengths (qkv bench forward --arch llama); none to skip")
