@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "qkv/flash.hpp"
@@ -46,7 +47,7 @@ void BM_FlashForward(benchmark::State& state) {
   }
   state.counters["GFLOPs"] =
       benchmark::Counter(causal_flops(in.T, 2) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["avx512"] = qkv::flash_uses_avx512() ? 1 : 0;
+  state.SetLabel(std::string("path ") + qkv::flash_path_name());
 }
 
 void BM_FlashForwardBackward(benchmark::State& state) {
@@ -62,19 +63,30 @@ void BM_FlashForwardBackward(benchmark::State& state) {
   }
   state.counters["GFLOPs"] =
       benchmark::Counter(causal_flops(in.T, 7) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["avx512"] = qkv::flash_uses_avx512() ? 1 : 0;
+  state.SetLabel(std::string("path ") + qkv::flash_path_name());
 }
 
-// The portable fallback, for scale (the path taken on CPUs without AVX-512).
+// A forced path: the portable fallback for scale, AVX2 + FMA (the path of CPUs without AVX-512).
+void forced(benchmark::State& state, qkv::FlashPath p, void (*bm)(benchmark::State&)) {
+  if (!qkv::flash_path_supported(p)) {
+    state.SkipWithError((std::string("the ") + qkv::flash_path_name(p) + " path cannot run on this CPU").c_str());
+    return;
+  }
+  qkv::flash_force_path(p);
+  bm(state);
+  qkv::flash_force_path(qkv::FlashPath::Auto);
+}
 void BM_PortableForward(benchmark::State& state) {
-  qkv::flash_force_portable(true);
-  BM_FlashForward(state);
-  qkv::flash_force_portable(false);
+  forced(state, qkv::FlashPath::Portable, BM_FlashForward);
 }
 void BM_PortableForwardBackward(benchmark::State& state) {
-  qkv::flash_force_portable(true);
-  BM_FlashForwardBackward(state);
-  qkv::flash_force_portable(false);
+  forced(state, qkv::FlashPath::Portable, BM_FlashForwardBackward);
+}
+void BM_Avx2Forward(benchmark::State& state) {
+  forced(state, qkv::FlashPath::Avx2, BM_FlashForward);
+}
+void BM_Avx2ForwardBackward(benchmark::State& state) {
+  forced(state, qkv::FlashPath::Avx2, BM_FlashForwardBackward);
 }
 
 BENCHMARK(BM_FlashForward)
@@ -92,6 +104,8 @@ BENCHMARK(BM_FlashForwardBackward)
     ->UseRealTime();
 BENCHMARK(BM_PortableForward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PortableForwardBackward)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Avx2Forward)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Avx2ForwardBackward)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -11,24 +11,78 @@ Each PyTorch case runs in its own child process (this script with --worker), so 
 also its own process, with one SGEMM peak measured first and passed to every case.
 
   /usr/bin/python3 bench/compare_pytorch.py [--qkv build-perf/qkv] [--threads 2] [--T 1024 4096]
-                                            [--forward-T 128 1024] [--repeats 5] [--json out.json]
+                                            [--forward-T 128 1024] [--repeats 5] [--path auto]
+                                            [--json out.json]
 
-Debian's python3-torch 1.13 uses Debian's OpenBLAS, which picks a generic kernel on this CPU unless
-OPENBLAS_CORETYPE says otherwise: this script sets OPENBLAS_CORETYPE=SkylakeX (unless already set)
-before torch loads. GFLOP/s counts causal attention FLOPs only (forward 4·(T²/2)·dh·H, forward+backward
-14·(T²/2)·dh·H) and for the model forward the GEMM + causal-attention FLOPs (qkv::forward_flops).
+The peer at its best: Debian's python3-torch calls whatever libblas.so.3 the alternatives system
+points at (OpenBLAS, or BLIS — qkv's own dependency). Every PyTorch child gets --threads BLAS threads
+whichever it is (OMP_NUM_THREADS, BLIS_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
+torch.set_num_threads), and OPENBLAS_CORETYPE is chosen from this CPU's flags unless already set
+(SkylakeX only with AVX-512 F/BW/DQ/VL, else Zen on AMD or Haswell on Intel with AVX2; forcing SkylakeX
+on an AVX2 CPU is an illegal instruction, and Debian's OpenBLAS left alone may pick a generic kernel).
+The header says which BLAS library PyTorch actually mapped, and which attention path qkv ran (--path
+forces one: auto, portable, avx2, avx512).
+GFLOP/s counts causal attention FLOPs only (forward 4·(T²/2)·dh·H, forward+backward 14·(T²/2)·dh·H) and
+for the model forward the GEMM + causal-attention FLOPs (qkv::forward_flops).
 """
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
 import time
 
-# Must be set before torch (and so OpenBLAS) loads.
-os.environ["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE", "SkylakeX")
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_vendor():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def openblas_coretype():
+    """The OpenBLAS kernel this CPU can run at its best (only used when OPENBLAS_CORETYPE is unset)."""
+    flags = cpu_flags()
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Zen" if cpu_vendor() == "AuthenticAMD" else "Haswell"
+    return None  # let OpenBLAS decide
+
+
+def torch_env(threads):
+    """Environment of a PyTorch child: `threads` BLAS threads whatever the BLAS, the right core type."""
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "BLIS_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(threads)
+    if "OPENBLAS_CORETYPE" not in env and openblas_coretype():
+        env["OPENBLAS_CORETYPE"] = openblas_coretype()
+    return env
+
+
+def blas_libraries():
+    """The BLAS/LAPACK shared objects this process has mapped (call after a matmul)."""
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            base = os.path.basename(path)
+            if any(k in base for k in ("blas", "blis", "lapack", "mkl")):
+                libs.add(os.path.realpath(path))
+    return sorted(libs)
 
 H, DH = 12, 64
 GPT2 = dict(vocab=50257, n_pos=1024, d=768, layers=12, heads=12)
@@ -66,6 +120,13 @@ def worker(kind, T, threads, repeats):
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
+    if kind == "info":  # which BLAS a matmul actually runs on, and torch's own account of its build
+        a = torch.randn(256, 256)
+        (a @ a).sum().item()
+        config = torch.__config__.show()
+        blas_info = re.findall(r"\b(?:BLAS|LAPACK)_INFO=[^,\s]+", config)
+        return {"torch": torch.__version__, "threads": torch.get_num_threads(), "mapped": blas_libraries(),
+                "config": blas_info}
     g = torch.Generator().manual_seed(0)
     if kind in ("fwd", "fwdbwd"):
         rss0 = maxrss_mib()
@@ -130,9 +191,11 @@ def worker(kind, T, threads, repeats):
 
 def run_torch(kind, T, threads, repeats):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, str(T), "--threads",
-                          str(threads), "--repeats", str(repeats)], check=True, capture_output=True, text=True)
+                          str(threads), "--repeats", str(repeats)], check=True, capture_output=True, text=True,
+                         env=torch_env(threads))
     r = json.loads(out.stdout)
-    r["median_ms"] = statistics.median(r["runs_ms"])
+    if "runs_ms" in r:
+        r["median_ms"] = statistics.median(r["runs_ms"])
     return r
 
 
@@ -156,6 +219,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--T", type=int, nargs="+", default=[1024, 4096], help="attention lengths")
     ap.add_argument("--forward-T", type=int, nargs="+", default=[128, 1024], help="GPT-2 forward lengths")
+    ap.add_argument("--path", default="auto", help="qkv's attention path: auto, portable, avx2, avx512")
     ap.add_argument("--json", help="also write every number to this file")
     args = ap.parse_args()
     if args.worker:
@@ -168,26 +232,35 @@ def main():
     if not binary:
         sys.exit("compare_pytorch.py: no qkv binary; build it or pass --qkv")
     env = dict(os.environ, QKV_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
-    import torch  # only for the version line; the cases run in children
+    info = run_torch("info", 0, args.threads, 1)
+    tenv = torch_env(args.threads)
+    alternative = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
 
     load = open("/proc/loadavg").read().split()[:3]
-    print(f"torch {torch.__version__} ({args.threads} threads, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}) "
+    print(f"torch {info['torch']} ({info['threads']} threads; OMP/BLIS/OPENBLAS/MKL_NUM_THREADS={args.threads}, "
+          f"OPENBLAS_CORETYPE={tenv.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS decides)')} "
+          f"{'from the environment' if 'OPENBLAS_CORETYPE' in os.environ else 'from the CPU flags'}) "
           f"vs {binary}; median of {args.repeats}; load average at start {' '.join(load)}", flush=True)
+    print(f"PyTorch's BLAS: libblas.so.3 -> {alternative}; mapped: {', '.join(info['mapped']) or '?'}", flush=True)
+    print(f"  torch.__config__.show(): {', '.join(info['config']) or '?'}", flush=True)
     peak = measure_peak(binary, env)
     print(f"SGEMM peak (2048², qkv::gemm): {peak:.1f} GFLOP/s", flush=True)
     head = (f"{'case':<20}{'T':>6}{'torch ms':>11}{'torch MiB':>11}{'qkv ms':>10}{'qkv GFLOP/s':>13}"
             f"{'% peak':>8}{'qkv MiB':>9}{'torch/qkv':>11}")
     print(head)
     rows = []
-    cases = [("attention fwd", "fwd", T, ["bench", "attention", "--T", str(T)], attn_flops(T, 2)) for T in args.T]
-    cases += [("attention fwd+bwd", "fwdbwd", T, ["bench", "attention", "--T", str(T), "--backward"], attn_flops(T, 7))
-              for T in args.T]
-    cases += [("GPT-2 small forward", "gpt2", T, ["bench", "forward", "--T", str(T)], forward_flops(T))
+    p = ["--path", args.path]
+    cases = [("attention fwd", "fwd", T, ["bench", "attention", "--T", str(T)] + p, attn_flops(T, 2)) for T in args.T]
+    cases += [("attention fwd+bwd", "fwdbwd", T, ["bench", "attention", "--T", str(T), "--backward"] + p,
+               attn_flops(T, 7)) for T in args.T]
+    cases += [("GPT-2 small forward", "gpt2", T, ["bench", "forward", "--T", str(T)] + p, forward_flops(T))
               for T in args.forward_T]
+    paths = set()
     for name, kind, T, qargs, flops in cases:
         reps = args.repeats
         print(f"  ... {name} T={T}", file=sys.stderr, flush=True)
         tq = run_qkv(binary, qargs + ["--repeats", str(reps), "--peak", str(peak)], env)
+        paths.add(tq.get("attention_path", "?"))
         tt = run_torch(kind, T, args.threads, reps)
         ratio = tt["median_ms"] / tq["median_ms"]
         row = dict(case=name, T=T, torch_ms=tt["median_ms"], torch_peak_mib=tt["peak_memory_mib"],
@@ -199,10 +272,12 @@ def main():
               f"{row['qkv_gflops']:>13.1f}{100 * row['qkv_fraction_of_peak']:>7.1f}%{row['qkv_peak_mib']:>9.1f}"
               f"{ratio:>10.2f}x", flush=True)
     load = open("/proc/loadavg").read().split()[:3]
-    print(f"load average at end {' '.join(load)}")
+    print(f"qkv attention path: {', '.join(sorted(paths))}; load average at end {' '.join(load)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(torch=torch.__version__, threads=args.threads, sgemm_peak_gflops=peak, rows=rows), f, indent=1)
+            json.dump(dict(torch=info["torch"], threads=args.threads, torch_blas=info, libblas_alternative=alternative,
+                           openblas_coretype=tenv.get("OPENBLAS_CORETYPE"), qkv_attention_path=sorted(paths),
+                           sgemm_peak_gflops=peak, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

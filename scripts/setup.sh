@@ -6,10 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config git
-          libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
+          libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz/ (libFuzzer), see scripts/test.sh
           curl chromium                               # tests/cli/serve_test.sh, tests/web (Playwright)
+          libopenmpi-dev openmpi-bin                  # qkv sweep over MPI ranks (docs/sweep.md)
+          python3-torch                               # tests/python (the activation-store reader)
           # ---- python (issue 17): `import qkv` (python/), its tests and the notebook (examples/) ----
           python3-dev pybind11-dev python3-numpy python3-pytest jupyter-nbconvert python3-ipykernel)
 missing=()

@@ -8,9 +8,11 @@
 #   2. the bundled model's recipe rerun (tests/train/retrain_bundled.sh, ~2 min): it must reproduce
 #      models/induction — byte for byte with the same thread count;
 #   3. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
-#   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14).
-# Environment: QKV_BUILD_DIR (default build); QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0
-# skip stage 2 / 3 / 4 (CI runs all four); QKV_FUZZ_SECONDS.
+#   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14);
+#   5. the attention kernels cross-compiled for aarch64 and checked under qemu-aarch64 (tests/arm/run.sh,
+#      build-arm; installs g++-aarch64-linux-gnu and qemu-user when missing).
+# Environment: QKV_BUILD_DIR (default build); QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0 /
+# QKV_TEST_ARM=0 skip stage 2 / 3 / 4 / 5 (CI runs all five); QKV_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -75,5 +77,13 @@ if [ "${QKV_TEST_FUZZ:-1}" != 0 ]; then
   bash fuzz/run.sh build-fuzz || status=1
   echo "qkv test: fuzzing $(($(date +%s) - t1))s" >&2
 fi
+
+# ---- stage 5: aarch64 NEON kernels under qemu (tests/arm/run.sh) ----
+if [ "${QKV_TEST_ARM:-1}" != 0 ]; then
+  ta=$(date +%s)
+  bash tests/arm/run.sh build-arm || status=1
+  echo "qkv test: aarch64 kernels under qemu $(($(date +%s) - ta))s" >&2
+fi
+# ---- end of stage 5 ----
 echo "qkv test: $([ $status = 0 ] && echo 'all stages passed' || echo 'FAILED') in $(($(date +%s) - t0))s" >&2
 exit $status

@@ -109,6 +109,15 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   svr.Post("/api/soft-dictionary", [&service](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { return service.soft_dictionary(parse_body(req)); });
   });
+  svr.Get("/api/running-example", [](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [] { return Service::running_example(json::object()); });
+  });
+  svr.Post("/api/running-example", [](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { return Service::running_example(parse_body(req)); });
+  });
+  svr.Post("/api/whole-matrix", [&service](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { return service.whole_matrix(parse_body(req)); });
+  });
   post("/api/attention", &Service::attention);
   post("/api/heads", &Service::heads);
 

@@ -6,6 +6,7 @@
 
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/running_example.hpp"
 #include "qkv/analysis/soft_dictionary.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
@@ -334,6 +335,57 @@ json Service::soft_dictionary(const json& req) const {
           {"exp_scores", matrix_json(r.exp_scores)}, {"weights", matrix_json(r.weights)},
           {"output", matrix_json(r.output)},       {"sqrt_dk", r.sqrt_dk},
           {"scale", in.scale}};
+}
+
+// The same keys as `qkv example running --json` (tools/qkv/cmd_example.cpp); the browser test compares them.
+json Service::running_example(const json& req) {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  for (const auto& [k, v] : req.items())
+    if (k != "scale" && k != "masked") bad("unknown key \"" + k + "\": the running example takes \"scale\" and \"masked\"");
+  const bool scale = get_bool(req, "scale", true), masked = get_bool(req, "masked", false);
+  const an::RunningExample r = an::running_example({scale, masked});
+  json j = {{"tokens", r.tokens}, {"from_seed", r.from_seed}, {"rule", an::running_example_rule()},
+            {"X", matrix_json(r.X)}, {"mean", r.mean}, {"sigma", r.sigma}, {"u", matrix_json(r.u)},
+            {"W_Q", matrix_json(r.W_Q)}, {"W_K", matrix_json(r.W_K)}, {"W_V", matrix_json(r.W_V)},
+            {"n", r.n}, {"d", r.d}, {"d_k", r.dk}, {"scale", r.scale}, {"masked", r.masked}};
+  for (size_t h = 0; h < r.heads.size(); h++) {
+    const auto& hd = r.heads[h];
+    const auto& p = hd.picks;
+    j["heads"].push_back({{"head", h + 1},
+                          {"picks", {{"q", {p.q[0] + 1, p.q[1] + 1}}, {"k", {p.k[0] + 1, p.k[1] + 1}}, {"v", {p.v[0] + 1, p.v[1] + 1}}}},
+                          {"picks_from", h == 0 ? "seed 004" : "qkv (the seed gives head 2's columns, not its picks)"},
+                          {"Q", matrix_json(hd.Q)}, {"K", matrix_json(hd.K)}, {"V", matrix_json(hd.V)},
+                          {"QK", matrix_json(hd.QK)}, {"S", matrix_json(hd.S)}, {"A", matrix_json(hd.A)},
+                          {"O", matrix_json(hd.O)}});
+  }
+  for (const auto& c : an::running_example_checks())
+    j["checks"].push_back({{"id", c.id}, {"what", c.what}, {"seed", c.seed}, {"decimals", c.decimals},
+                           {"computed", c.computed}, {"ok", c.ok()}});
+  return j;
+}
+
+// The same keys as `qkv example matrix --json`.
+json Service::whole_matrix(const json& req) const {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  if (!req.contains("text") || !req["text"].is_string()) bad("give \"text\" (a string: the sentence)");
+  WholeMatrixInput in;
+  in.tokens = split_words(req["text"].get<std::string>());
+  if (in.tokens.empty()) bad("the sentence is empty: type some words");
+  if (in.tokens.size() > 64) bad("the sentence has " + std::to_string(in.tokens.size()) + " words and marks; at most 64");
+  if (req.contains("score")) {
+    if (!req["score"].is_string()) bad("\"score\" must be content, previous, decay or mix");
+    const std::string k = req["score"].get<std::string>();
+    if (k != "content" && k != "previous" && k != "decay" && k != "mix")
+      bad("\"score\" is '" + k + "': expected content, previous, decay or mix");
+    in.kind = parse_score_kind(k);
+  }
+  in.dk = get_int(req, "d_k", 2, 1, 4096);
+  in.scale = get_bool(req, "scale", true);
+  in.masked = get_bool(req, "masked", false);
+  const WholeMatrixResult r = qkv::whole_matrix(in);
+  return {{"tokens", r.tokens}, {"score", score_kind_name(in.kind)}, {"d_k", in.dk}, {"scale", in.scale},
+          {"masked", in.masked}, {"sqrt_dk", r.sqrt_dk}, {"z", matrix_json(r.z)}, {"QK", matrix_json(r.qk)},
+          {"S", matrix_json(r.S)}, {"A", matrix_json(r.A)}, {"row_max", r.row_max}, {"binary_rows", r.binary_rows}};
 }
 
 json Service::heads(const json& req) {

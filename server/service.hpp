@@ -54,6 +54,8 @@ class Service {
   json attention(const json& req);             // POST /api/attention
   json soft_dictionary(const json& req) const; // POST /api/soft-dictionary
   static json soft_dictionary_example();       // GET  /api/soft-dictionary
+  static json running_example(const json& req); // GET (defaults) and POST /api/running-example
+  json whole_matrix(const json& req) const;    // POST /api/whole-matrix
   json heads(const json& req);                 // POST /api/heads
   json circuits();                             // GET  /api/circuits
 

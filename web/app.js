@@ -1,4 +1,4 @@
-// qkv serve's page: three panels over the JSON API (docs/api.md). No dependencies, no network beyond
+// qkv serve's page: five panels over the JSON API (docs/api.md). No dependencies, no network beyond
 // this server. Every number shown comes from the engine; the page only lays it out and colours it.
 'use strict';
 
@@ -346,6 +346,135 @@ function sdSaturation() {
   }, 60);
 }
 
+// ---- panel: seed 004's running example "the cat climbed the" ------------------------------------------
+
+const RE = { res: null, row: 4, head: 0, fig: null, geom: null };
+const f3 = (v) => (v === null || v === undefined ? '—' : v.toFixed(3));
+const vec3 = (a) => '[' + a.map(f3).join(', ') + ']';
+const cols = (p) => '[' + p.map((c) => 'u' + c).join(', ') + ']';
+
+const reLoad = debounce(async () => {
+  try {
+    RE.res = await api('/api/running-example', { scale: $('re-scale').checked, masked: $('re-masked').checked });
+    showError('re-error', '');
+    reRender();
+  } catch (e) { showError('re-error', e.message); }
+}, 40);
+
+function reRender() {
+  const r = RE.res;
+  if (!r) return;
+  const h = r.heads[RE.head], i = RE.row, toks = r.tokens;
+  $('re-rows').replaceChildren(...toks.map((t, k) => el('button', { type: 'button', class: k === i ? 'on' : '', text: `${k + 1} ${t}`,
+    'data-row': k, onclick: () => { RE.row = k; reRender(); } })));
+  const t = $('re-table');
+  t.replaceChildren(el('tr', {}, el('th', { text: 'token' }), el('th', { text: 'X' }), el('th', { text: 'σ' }), el('th', { text: 'u = LayerNorm(X)', class: 'group' }),
+    el('th', { text: `q ${cols(h.picks.q)}`, class: 'group' }), el('th', { text: `k ${cols(h.picks.k)}` }), el('th', { text: `v ${cols(h.picks.v)}` }), el('th', { text: 'row of X', class: 'group' })));
+  toks.forEach((tok, k) => t.append(el('tr', { class: k === i ? 'followed' : '' },
+    el('td', { class: 'name', text: tok }), el('td', { class: 'num', text: '[' + r.X[k].join(', ') + ']' }), el('td', { class: 'num', text: f3(r.sigma[k]) }),
+    el('td', { class: 'num group', text: vec3(r.u[k]) }), el('td', { class: 'num group', text: vec3(h.Q[k]) }), el('td', { class: 'num', text: vec3(h.K[k]) }),
+    el('td', { class: 'num', text: vec3(h.V[k]) }), el('td', { class: 'src group', text: r.from_seed[k] ? 'the seed’s' : 'reconstructed' }))));
+  const masked = (j) => r.masked && j > i;
+  const vals = (a, fmt) => el('span', { class: 'vals' }, ...a.map((v, j) => el('span', { text: masked(j) ? 'masked' : fmt(v), title: String(v) })));
+  const li = (num, what, ...body) => el('li', {}, el('span', { class: 'num', text: num }), el('span', { class: 'what', text: what }), ...body);
+  const bars = el('span', { class: 'bars', id: 're-bars' }, ...h.A[i].map((w, j) => {
+    const b = el('i');
+    b.style.height = Math.max(1, Math.round(w * 60)) + 'px';
+    return el('span', { class: 'bar', 'data-value': String(w), 'data-col': j, title: `${toks[j]}: ${w}` }, el('b', { text: f3(w) }), b, el('span', { text: toks[j] }));
+  }));
+  $('re-steps').replaceChildren(
+    li('①', `scores q·k (q of “${toks[i]}” = ${vec3(h.Q[i])})`, vals(h.QK[i], f3)),
+    li('②', r.scale ? 'scaled ÷ √d_k = ÷ 1.414' : 'not scaled (√d_k off)', vals(h.S[i], f3)),
+    li('③', 'softmax' + (r.masked ? ' over the tokens up to this one' : ''), bars),
+    li('④', 'mix: Σ a·v', el('span', { id: 're-output', 'data-value': JSON.stringify(h.O[i]), text: vec3(h.O[i]) })),
+  );
+  const ok = r.checks.filter((c) => c.ok).length;
+  $('re-rule').textContent = `X: ${r.rule} Head 2's picks are qkv's (the seed puts head 2 on its next page without giving them). ` +
+    `${ok} of ${r.checks.length} numbers the seed states match to its rounding.`;
+  $('re-caption').textContent = `A (head ${RE.head + 1}, ${r.scale ? '÷√d_k' : 'not divided'}, ${r.masked ? 'causal mask' : 'unmasked'}): row ${i + 1} followed; O = A·V.`;
+  RE.fig = reFigure();
+  const g = RE.fig;
+  g.draw(new CanvasPainter($('re-canvas'), g.w, g.h));
+}
+
+function reFigure() {
+  const r = RE.res, h = r.heads[RE.head], n = r.tokens.length;
+  const A = { rows: n, cols: n, get: (i, j) => h.A[i][j], masked: (i, j) => r.masked && j > i, rowLabels: r.tokens, colLabels: r.tokens,
+    title: 'A = softmax(' + (r.scale ? 'QKᵀ/√d_k' : 'QKᵀ') + ')', scale: 'seq', lo: 0, hi: 1, cell: 44, showValues: true, hlRow: RE.row, fmt: f3 };
+  const O = { rows: n, cols: 2, get: (i, j) => h.O[i][j], rowLabels: r.tokens, colLabels: h.picks.v.map((c) => 'u' + c), title: 'O = A·V', scale: 'div', m: 2, cell: 44, showValues: true, hlRow: RE.row, fmt: f3 };
+  const ga = layoutHeatmap(A), go = layoutHeatmap(O);
+  const hh = Math.max(ga.h, go.h);
+  return { w: ga.w + 24 + go.w, h: hh, title: 'running example', draw: (p) => { drawHeatmap(p, 0, hh - ga.h, A); drawHeatmap(p, ga.w + 24, hh - go.h, O); } };
+}
+
+// ---- panel: the whole matrix under four score functions ---------------------------------------------
+
+const WM = { res: null, geom: null, fig: null, hover: null };
+
+const wmLoad = debounce(async () => {
+  const dk = 2 ** Number($('wm-dk').value);
+  $('wm-dk-out').textContent = dk;
+  try {
+    WM.res = await api('/api/whole-matrix', { text: $('wm-text').value, score: $('wm-score').value, d_k: dk,
+      scale: $('wm-scale').checked, masked: $('wm-masked').checked });
+    showError('wm-error', '');
+    wmRender();
+  } catch (e) { showError('wm-error', e.message); }
+}, 80);
+
+function wmSpec(hl) {
+  const r = WM.res, n = r.tokens.length;
+  const cell = Math.max(16, Math.min(44, Math.floor(560 / n)));
+  return { rows: n, cols: n, get: (i, j) => r.A[i][j], masked: (i, j) => r.masked && j > i, rowLabels: r.tokens, colLabels: r.tokens,
+    title: `A, head “${r.score}”, d_k = ${r.d_k}, ${r.scale ? 'divided by √d_k' : 'not divided'}`, scale: 'seq', lo: 0, hi: 1, cell, showValues: true, hlCell: hl };
+}
+
+function wmRender(hl) {
+  const r = WM.res;
+  if (!r) return;
+  const spec = wmSpec(hl);
+  const g = layoutHeatmap(spec);
+  WM.fig = { w: g.w, h: g.h, title: 'whole matrix', draw: (p) => drawHeatmap(p, 0, 0, spec) };
+  const c = $('wm-canvas');
+  WM.geom = drawHeatmap(new CanvasPainter(c, g.w, g.h), 0, 0, spec);
+  c.dataset.x0 = WM.geom.x0; c.dataset.y0 = WM.geom.y0; c.dataset.cell = WM.geom.cw;
+  c.dataset.dk = r.d_k; c.dataset.scale = String(r.scale); c.dataset.score = r.score;
+  const n = r.tokens.length, mean = r.row_max.reduce((a, b) => a + b, 0) / n;
+  $('wm-note').textContent = `largest weight per row: mean ${f2(mean)}; ${r.binary_rows} of ${n} rows put more than 0.99 on one token` +
+    (r.binary_rows * 2 >= n ? ' — the matrix has gone binary: a hard argmax, where the gradient through the softmax is ≈ 0.' : '.');
+  $('wm-note').dataset.binary = String(r.binary_rows);
+  wmReadout();
+}
+
+function wireMatrix() {
+  const c = $('wm-canvas');
+  c.addEventListener('mousemove', (ev) => {
+    if (!WM.res || !WM.geom) return;
+    const x = cellAt(c, WM.geom, ev);
+    if (!x) return;
+    WM.hover = x;
+    wmReadout();
+  });
+  for (const id of ['wm-text', 'wm-dk']) $(id).addEventListener('input', wmLoad);
+  for (const id of ['wm-score', 'wm-scale', 'wm-masked']) $(id).addEventListener('change', wmLoad);
+}
+
+// The hovered cell's numbers, refreshed when the matrix is recomputed (never a stale value).
+function wmReadout() {
+  const r = WM.res, ro = $('wm-readout');
+  if (!r || !WM.hover || WM.hover[0] >= r.tokens.length || WM.hover[1] >= r.tokens.length) {
+    WM.hover = null; delete ro.dataset.row; delete ro.dataset.col; delete ro.dataset.value;
+    ro.textContent = 'hover a cell';
+    return;
+  }
+  {
+    const [i, j] = WM.hover, v = r.A[i][j];
+    ro.dataset.row = i; ro.dataset.col = j; ro.dataset.value = String(v);
+    ro.replaceChildren(el('span', { text: `row ${i} “${r.tokens[i]}” → “${r.tokens[j]}”: weight ` }), el('b', { id: 'wm-value', text: f6(v) }),
+      el('span', { text: `  (score S = ${f6(r.S[i][j])}, z = ${f6(r.z[i][j])})` }));
+  }
+}
+
 // ---- panel 2: the model's attention ----------------------------------------------------------------
 
 const M = { info: null, input: null, grid: null, focus: null, layer: 0, head: 0, follow: -1, hover: null, geom: null, sgeom: null, tgeom: null, seq: 0 };
@@ -658,6 +787,13 @@ async function main() {
   $('sat-dk').addEventListener('input', () => { $('sat-dk-out').textContent = 2 ** Number($('sat-dk').value); sdSaturation(); });
   try { sdLoad(await api('/api/soft-dictionary')); } catch (e) { showError('sd-error', e.message); }
 
+  $('re-scale').addEventListener('change', reLoad);
+  $('re-masked').addEventListener('change', reLoad);
+  $('re-head').addEventListener('change', () => { RE.head = Number($('re-head').value); reRender(); });
+  reLoad();
+  wireMatrix();
+  wmLoad();
+
   $('text').addEventListener('input', onText);
   $('run').addEventListener('click', () => { M.input = null; onText(); });
   $('scale').addEventListener('change', () => loadAttention(true));
@@ -666,7 +802,7 @@ async function main() {
   wireHeads();
   document.querySelectorAll('[data-export]').forEach((b) => b.addEventListener('click', () => {
     const which = b.dataset.export;
-    const fig = which === 'soft' ? SD.fig : which === 'model' ? modelFigure() : headsFigure();
+    const fig = which === 'soft' ? SD.fig : which === 'running' ? RE.fig : which === 'matrix' ? WM.fig : which === 'model' ? modelFigure() : headsFigure();
     exportFigure(fig, `qkv-${which}`, b.dataset.format);
   }));
   if (M.info && M.info.tokenizer) onText();

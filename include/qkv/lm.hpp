@@ -99,6 +99,14 @@ struct RunState {
   std::vector<float> x, u, xin, q, k, v, z, zm, a, m, h, g, lse, logits, S, tmp, wbuf, qkv;
 };
 
+// Keys (rotated) and values of the positions run so far, per layer [n_kv, cap, dh]: a run with a cache
+// takes only the new tokens, at positions len .. len + T - 1, and attends over everything cached.
+struct KvCache {
+  int len = 0, cap = 0;
+  std::vector<std::vector<float>> k, v;
+  void clear() { *this = KvCache(); }
+};
+
 struct RunOptions {
   bool last_only = false;     // logits of the last position only
   const Hooks* hooks = nullptr;
@@ -107,6 +115,7 @@ struct RunOptions {
   // shows does not depend on which other layers were asked for (`qkv dump --layers`). Off: layers
   // whose scores and pattern nobody hooks run fused (fast; equal to ~1e-7, not bit for bit).
   bool materialise_all = false;
+  KvCache* cache = nullptr;   // extend this cache (incremental decoding); attention is materialised
 };
 
 // ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits.

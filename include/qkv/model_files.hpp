@@ -8,8 +8,9 @@
 
 namespace qkv {
 
-// The tokenizer of a model: a directory's own vocab.json + merges.txt (or encoder.json + vocab.bpe),
-// or those files beside a .safetensors / .bin file. nullopt when there are none.
+// The tokenizer of a model: a directory's own tokenizer.json (+ tokenizer_config.json), preferred, or
+// vocab.json + merges.txt (or encoder.json + vocab.bpe); or those files beside a .safetensors / .bin
+// file. nullopt when there are none. The directory needs no weights.
 std::optional<Tokenizer> tokenizer_for_model(const std::string& model_path);
 
 // The model every command uses without --model: $QKV_MODEL, else the bundled models/induction

@@ -10,6 +10,9 @@
 #include <utility>
 
 #include "qkv/analysis/head_weights.hpp"
+#include "qkv/analysis/running_example.hpp"
+#include "qkv/analysis/shapes.hpp"
+#include "qkv/analysis/patching.hpp"  // issue 16
 #include "qkv/analysis/soft_dictionary.hpp"
 #include "qkv/error.hpp"
 
@@ -30,6 +33,7 @@ constexpr double kOneHot = 0.9;              // mean largest softmax weight at d
 constexpr double kGradRatio = 0.1;           // unscaled gradient ≤ 10% of the scaled one
 constexpr double kGradErr = 1e-6;
 constexpr double kRowSum = 1e-12;
+constexpr double k4d2Rel = 0.01;             // "about 4d²": the four matrices' weights within 1% of 4d²
 
 std::string num(double v, int sig = 3) {
   if (std::isnan(v)) return "nan";
@@ -170,7 +174,10 @@ const std::vector<std::string>& tour_claim_ids() {
       "multi_head_slices",    "scores_asymmetric", "swap_full_transposes",
       "swap_matrices_only_neither", "softmax_breaks_transpose", "previous_token_head",
       "induction_head",       "k_composition",     "qk_ov_fail_separately",
-      "soft_dictionary_example", "sqrt_dk",        "gradcheck"};
+      "soft_dictionary_example", "running_example", "attn_params_4d2",
+      "sqrt_dk",              "gradcheck",
+      // ---- issue 16 (patching): src/analysis/patching_tour.cpp ----
+      "qk_where_v_what", "k_composition_causal", "ov_fault_separate"};
   return ids;
 }
 
@@ -549,6 +556,70 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
                               "holds when every number matches the seed's two-decimal values within 0.005",
                               "model-independent: the seed's worked example, recomputed with the library's softmax"));
   }
+  progress("running_example");
+  {
+    const auto checks = running_example_checks();
+    const RunningExample ex = running_example();
+    int ok = 0;
+    std::string first_bad;
+    Builder b("running_example", "seed 004",
+              "\"the cat climbed the\", head 1: the last row's weights ≈ [0.011, 0.035, 0.622, 0.319, 0.014] (94% on "
+              "␣climb + ed), without ÷√d_k ≈ [0.002, 0.012, 0.707, 0.275, 0.003]; unmasked, the puts 0.66 on ␣climb.");
+    for (const auto& c : checks) {
+      b.m(c.id, c.computed);
+      ok += c.ok();
+      if (!c.ok() && first_bad.empty()) first_bad = c.id + " = " + num(c.computed, 4) + " (seed " + num(c.seed, 4) + ")";
+    }
+    b.m("matching", ok).m("stated", double(checks.size()));
+    const auto& a = ex.heads[0].A;
+    const bool held = ok == int(checks.size());
+    r.claims.push_back(b.done(
+        held,
+        std::to_string(ok) + " of " + std::to_string(checks.size()) + " stated numbers match; last row [" +
+            num(a[4][0], 2) + ", " + num(a[4][1], 2) + ", " + num(a[4][2], 3) + ", " + num(a[4][3], 3) + ", " +
+            num(a[4][4], 2) + "], the → ␣climb " + num(a[0][2], 3),
+        "holds when every number the seed states (σ, u and q of the last row, its 10 weights with and without ÷√d_k, "
+        "the 94%, the 0.66, the unchanged last row under the mask) rounds to the seed's printed value",
+        held ? "model-independent. X's rows 1-4 are reconstructed (the seed prints only row 5): " + running_example_rule()
+             : "the first that does not match: " + first_bad));
+  }
+  progress("attn_params_4d2");
+  {
+    const AttentionDims dims = attention_dims(cfg, T);
+    const ShapesResult sh = attention_shapes(dims);
+    int matching = 0;
+    TensorCount t0;
+    for (int l = 0; l < L; l++) {
+      const TensorCount t = attention_tensor_count(model.table, l);
+      if (l == 0) t0 = t;
+      matching += t.weights == sh.params.weights() && t.biases == sh.params.biases();
+    }
+    const GPT2Config small;  // GPT-2 small: the seed's "roughly 2.4 million per layer"
+    const TensorCount gs = attention_tensor_count(gpt2_param_table(small), 0);
+    const double gs_m = double(gs.weights + gs.biases) / 1e6;
+    const double rel = std::fabs(double(t0.weights) / double(sh.four_d2) - 1);
+    Builder b("attn_params_4d2", "seed 001",
+              "The four matrices of an attention layer (W_Q, W_K, W_V, W_O) hold about 4d² parameters: roughly 2.4 "
+              "million per layer in GPT-2 small.");
+    b.m("d", double(cfg.n_embd)).m("four_d2", double(sh.four_d2)).m("weights_from_tensors", double(t0.weights));
+    b.m("biases_from_tensors", double(t0.biases)).m("weights_from_shapes", double(sh.params.weights()));
+    b.m("biases_from_shapes", double(sh.params.biases())).m("layers_matching", matching).m("layers", L);
+    b.m("weights_rel_4d2", rel).m("gpt2_small_weights", double(gs.weights)).m("gpt2_small_biases", double(gs.biases));
+    b.m("gpt2_small_millions", gs_m);
+    const bool held = matching == L && rel <= k4d2Rel && std::fabs(gs_m - 2.4) <= 0.05;
+    r.claims.push_back(b.done(
+        held,
+        "d = " + std::to_string(cfg.n_embd) + ": 4d² = " + std::to_string(sh.four_d2) + "; the tensors of each layer hold " +
+            std::to_string(t0.weights) + " weights + " + std::to_string(t0.biases) + " biases (" + std::to_string(matching) +
+            " of " + std::to_string(L) + " layers as the shape table predicts); GPT-2 small: " +
+            std::to_string(gs.weights) + " + " + std::to_string(gs.biases) + " = " + num(gs_m, 3) + " million",
+        "holds when every layer's attention tensors hold exactly the weights and biases the shape table predicts from (d, H, "
+        "n_kv, d_head), those weights are within " + num(100 * k4d2Rel) + "% of 4d², and GPT-2 small's count (its "
+        "parameter table) rounds to 2.4 million",
+        held ? "biases add 4d on top (" + num(100.0 * double(t0.biases) / double(sh.four_d2), 2) +
+                   "% here); grouped-query attention would make the weights (2 + 2·n_kv/H)·d²"
+             : "the count differs: see the measured numbers"));
+  }
   progress("sqrt_dk");
   r.saturate = saturate(o.saturate);
   r.saturate_keys = o.saturate.keys;
@@ -609,6 +680,12 @@ TourResult tour(const GPT2& model, const TourOptions& o) {
                                   sci(kRowSum),
                               "model-independent: random inputs in double"));
   }
+  // ---- issue 16 (patching): causal claims by activation and path patching (src/analysis/patching_tour.cpp) ----
+  progress("qk_where_v_what");
+  progress("k_composition_causal");
+  progress("ov_fault_separate");
+  add_patching_claims(model, o, seqs, r);
+  // ---- end issue 16 ----
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -281,10 +281,6 @@ QKV_AVX512 bool vexp_avx512(const float* x, float* y, int n) {
   return true;
 }
 
-bool vexp(const float* x, float* y, int n) {
-  return avx512_available() && vexp_avx512(x, y, n);
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Forward. Work item = (head, query block of kBrF rows); long blocks first, dynamic schedule.
 //   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
@@ -300,8 +296,10 @@ bool vexp(const float* x, float* y, int n) {
 // caller without the target, but the contract is stated rather than left to heuristics).
 
 // One work item w of the forward; Qt, Ot: [dh][kBrF], S: [kBcF][kBrF], this thread's scratch.
+// Query head h reads key/value head h / (H / n_kv).
 QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v, float* z, float* lse, int H,
-                                  int T, int dh, float scale, long w, float* Qt, float* Ot, float* S) {
+                                  int n_kv, int T, int dh, float scale, long w, float* Qt, float* Ot,
+                                  float* S) {
   constexpr int NV = kBrF / 16;
   const int nqb = (T + kBrF - 1) / kBrF;
   alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
@@ -309,7 +307,8 @@ QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v
   const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
   const int nch = (nq + kBr - 1) / kBr, nv = nch * kQV;  // 48-lane chunks / vectors with real queries
   const size_t base = static_cast<size_t>(h) * T * dh;
-  const float *qh = q + base, *kh = k + base, *vh = v + base;
+  const size_t kvbase = static_cast<size_t>(h / (H / n_kv)) * T * dh;
+  const float *qh = q + base, *kh = k + kvbase, *vh = v + kvbase;
   // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
   for (int r = 0; r < kBrF; ++r)
     for (int d = 0; d < dh; ++d)
@@ -369,8 +368,8 @@ QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v
 }
 
 // Not QKV_AVX512: see above. Called only when avx512_available().
-void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int T,
-                    int dh, float scale) {
+void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv,
+                    int T, int dh, float scale) {
   const int nqb = (T + kBrF - 1) / kBrF;
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
@@ -380,7 +379,7 @@ void forward_avx512(const float* q, const float* k, const float* v, float* z, fl
     float* const Ot = tls_fwd_ot.get(static_cast<size_t>(dh) * kBrF);
     float* const S = tls_fwd_s.get(static_cast<size_t>(kBcF) * kBrF);
 #pragma omp for schedule(dynamic, 1)
-    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, T, dh, scale, w, Qt, Ot, S);
+    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, n_kv, T, dh, scale, w, Qt, Ot, S);
   }
 }
 
@@ -577,10 +576,10 @@ namespace qkv::flash_detail {
 bool avx512_available() {
   return false;
 }
-bool vexp(const float*, float*, int) {
+bool vexp_avx512(const float*, float*, int) {
   return false;
 }
-void forward_avx512(const float*, const float*, const float*, float*, float*, int, int, int, float) {}
+void forward_avx512(const float*, const float*, const float*, float*, float*, int, int, int, int, float) {}
 void backward_avx512(const float*, const float*, const float*, const float*, const float*, const float*,
                      float*, float*, float*, int, int, int, float) {}
 }  // namespace qkv::flash_detail

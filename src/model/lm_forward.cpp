@@ -24,6 +24,7 @@ struct Ctx {
   const Hooks* hooks;
   int T;
   bool materialise_all;
+  KvCache* cache;
   // Calls the hook at `name` when the caller asked for it; the activation is `data` shaped `shape`.
   bool wants(const std::string& name) const { return hooks && hooks->wants && hooks->wants(name); }
   void hook(const std::string& name, float* data, std::vector<int64_t> shape) const {
@@ -196,36 +197,39 @@ void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, 
   }
 }
 
-// Attention with the T×T matrix materialised (when a hook asks for scores or the pattern, or for
-// soft-caps and windows shorter than T): S = scale·q·kᵀ, soft-cap, mask, hook, softmax, hook, z = A·v.
-void attention_materialised(const Ctx& c, int l, float* z) {
+// Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps
+// and windows shorter than T, and for runs that extend a K/V cache): S = scale·q·kᵀ, soft-cap, mask,
+// hook, softmax, hook, z = A·v. Queries are the T new rows at positions off .. off+T-1; keys and values
+// are Tk = off + T rows, kv head g at k + g·stride.
+void attention_materialised(const Ctx& c, int l, float* z, const float* k, const float* v, size_t stride, int off) {
   const Arch& a = c.a;
   RunState& st = c.st;
-  const int T = c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv, w = a.window_of(l);
+  const int T = c.T, Tk = off + c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv, w = a.window_of(l);
   const std::string b = "blocks." + std::to_string(l) + ".attn.";
-  const size_t TT = size_t(T) * T;
+  const size_t TT = size_t(T) * Tk;
   grow(st.S, size_t(H) * TT);
   float* S = st.S.data();
   const float ninf = -std::numeric_limits<float>::infinity();
   const float scale = float(a.attn_scale), cap = float(a.attn_softcap);
   for (int h = 0; h < H; h++) {
     float* Sh = S + size_t(h) * TT;
-    gemm<float>(false, true, T, T, dh, scale, st.q.data() + size_t(h) * T * dh, dh,
-                st.k.data() + size_t(h / G) * T * dh, dh, 0.0f, Sh, T);
-#pragma omp parallel for schedule(static) if (long(T) * T >= kParallelElems)
+    gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + size_t(h) * T * dh, dh, k + size_t(h / G) * stride, dh, 0.0f,
+                Sh, Tk);
+#pragma omp parallel for schedule(static) if (long(T) * Tk >= kParallelElems)
     for (int i = 0; i < T; i++)
-      for (int j = 0; j < T; j++) {
-        float& s = Sh[size_t(i) * T + j];
-        if (j > i || (w > 0 && i - j >= w)) s = ninf;
+      for (int j = 0; j < Tk; j++) {
+        float& s = Sh[size_t(i) * Tk + j];
+        const int qi = off + i;  // the query's position
+        if (j > qi || (w > 0 && qi - j >= w)) s = ninf;
         else if (cap > 0) s = cap * std::tanh(s / cap);
       }
   }
-  c.maybe(b + "hook_attn_scores", S, {H, T, T});
+  c.maybe(b + "hook_attn_scores", S, {H, T, Tk});
   // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
-  softmax_forward(S, S, int64_t(H) * T, T);
-  c.maybe(b + "hook_pattern", S, {H, T, T});
+  softmax_forward(S, S, int64_t(H) * T, Tk);
+  c.maybe(b + "hook_pattern", S, {H, T, Tk});
   for (int h = 0; h < H; h++)
-    gemm<float>(false, false, T, dh, T, 1.0f, S + size_t(h) * TT, T, st.v.data() + size_t(h / G) * T * dh, dh, 0.0f,
+    gemm<float>(false, false, T, dh, Tk, 1.0f, S + size_t(h) * TT, Tk, v + size_t(h / G) * stride, dh, 0.0f,
                 z + size_t(h) * T * dh, dh);
 }
 
@@ -278,11 +282,14 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   hook_heads(c, b + "hook_q", st.q.data(), H, dh);
   hook_heads(c, b + "hook_k", st.k.data(), K, dh);
   hook_heads(c, b + "hook_v", st.v.data(), K, dh);
+  KvCache* cache = c.cache;
+  const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1
   if (a.rotary()) {
     std::vector<float> cs, sn;
-    rope_tables(a, T, cs, sn);
-    rope_apply(st.q.data(), H, T, dh, a, cs.data(), sn.data());
-    rope_apply(st.k.data(), K, T, dh, a, cs.data(), sn.data());
+    rope_tables(a, off + T, cs, sn);
+    const size_t o = size_t(off) * (a.rotary_dim / 2);
+    rope_apply(st.q.data(), H, T, dh, a, cs.data() + o, sn.data() + o);
+    rope_apply(st.k.data(), K, T, dh, a, cs.data() + o, sn.data() + o);
     hook_heads(c, b + "hook_rot_q", st.q.data(), H, dh);
     hook_heads(c, b + "hook_rot_k", st.k.data(), K, dh);
   }
@@ -290,8 +297,21 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int win = a.window_of(l);
   const bool materialise = c.materialise_all || c.wants(b + "hook_attn_scores") || c.wants(b + "hook_pattern") || a.attn_softcap > 0 ||
                            (win > 0 && win < T);
-  if (materialise) attention_materialised(c, l, st.z.data());
-  else attention_flash(c, st.z.data());
+  if (cache) {
+    // Append the new rows' (rotated) keys and values, then attend over everything cached.
+    std::vector<float>& kc = cache->k[size_t(l)];
+    std::vector<float>& vc = cache->v[size_t(l)];
+    const size_t stride = size_t(cache->cap) * dh;
+    for (int g = 0; g < K; g++) {
+      std::copy_n(st.k.data() + size_t(g) * T * dh, size_t(T) * dh, kc.data() + g * stride + size_t(off) * dh);
+      std::copy_n(st.v.data() + size_t(g) * T * dh, size_t(T) * dh, vc.data() + g * stride + size_t(off) * dh);
+    }
+    attention_materialised(c, l, st.z.data(), kc.data(), vc.data(), stride, off);
+  } else if (materialise) {
+    attention_materialised(c, l, st.z.data(), st.k.data(), st.v.data(), size_t(T) * dh, 0);
+  } else {
+    attention_flash(c, st.z.data());
+  }
   // z [H, T, dh] -> zm [T, H·dh] (which is TransformerLens's hook_z [T, H, dh] as it lies)
   grow(st.zm, size_t(T) * qd);
   heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
@@ -411,14 +431,37 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   const Arch& a = m.arch;
   const int T = int(ids.size()), d = a.d, V = a.vocab_size;
   if (T < 1) usage_error("no tokens: the input is empty");
-  if (T > a.n_ctx)
-    usage_error(std::to_string(T) + " tokens, but the model's context is " + std::to_string(a.n_ctx) +
+  const int before = opt.cache ? opt.cache->len : 0;
+  if (before + T > a.n_ctx)
+    usage_error(std::to_string(before + T) + " tokens" + (before ? " (" + std::to_string(before) + " cached)" : std::string()) +
+                ", but the model's context is " + std::to_string(a.n_ctx) +
                 " positions; shorten the input");
   for (int t = 0; t < T; t++)
     if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
       usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all};
+    KvCache* cache = opt.cache;
+  const int off = cache ? cache->len : 0;
+  if (cache) {
+    if (cache->k.size() != size_t(a.n_layer)) {  // first use: size it for this model
+      cache->k.assign(size_t(a.n_layer), {});
+      cache->v.assign(size_t(a.n_layer), {});
+      cache->cap = 0;
+      cache->len = 0;
+    }
+    if (off + T > cache->cap) {  // grow (doubling), keeping what is cached
+      const int cap = std::min(a.n_ctx, std::max(off + T, 2 * cache->cap));
+      for (auto* kv : {&cache->k, &cache->v})
+        for (auto& buf : *kv) {
+          std::vector<float> nb(size_t(a.n_kv) * cap * a.dh, 0.0f);
+          for (int g = 0; g < a.n_kv && cache->cap > 0; g++)
+            std::copy_n(buf.data() + size_t(g) * cache->cap * a.dh, size_t(off) * a.dh, nb.data() + size_t(g) * cap * a.dh);
+          buf.swap(nb);
+        }
+      cache->cap = cap;
+    }
+  }
+  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache};
   st.T = T;
   const size_t Td = size_t(T) * d;
   grow(st.x, Td);
@@ -436,7 +479,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
       m.wte.read(int64_t(ids[size_t(t)]) * d, d, xt);
       if (learned) {
         std::vector<float> p(static_cast<size_t>(d));
-        m.wpe.read(int64_t(t) * d, d, p.data());
+        m.wpe.read(int64_t(off + t) * d, d, p.data());
         for (int j = 0; j < d; j++) xt[j] += p[size_t(j)];
       }
       if (es != 1.0f)
@@ -478,6 +521,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     }
     c.maybe(b + "hook_resid_post", x, {T, d});
     if (opt.stop_at_layer == l) {
+      if (cache) cache->len += T;
       st.logits.clear();
       return st.logits;
     }
@@ -496,6 +540,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     for (auto& v : st.logits) v = cap * std::tanh(v / cap);
   }
   c.maybe("logits", st.logits.data(), {rows, V});
+  if (cache) cache->len += T;
   return st.logits;
 }
 

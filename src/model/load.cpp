@@ -9,6 +9,7 @@
 
 #include "qkv/error.hpp"
 #include "qkv/io/config_json.hpp"
+#include "qkv/io/gguf_gpt2.hpp"
 #include "qkv/io/llmc.hpp"
 #include "qkv/io/safetensors.hpp"
 #include "qkv/model.hpp"
@@ -110,6 +111,8 @@ GPT2 load_model(const std::string& path) {
     m = from_safetensors(f, config, path);
     m.source = path + " (safetensors" + std::string(it != f.metadata().end() ? ", config in __metadata__" : "") + ")";
     check_finite(m, path);
+  } else if (ends_with(path, ".gguf")) {  // llama.cpp's format: src/model/gguf_gpt2.cpp
+    m = load_gguf_gpt2(path);
   } else if (ends_with(path, ".bin")) {
     io::LlmcCheckpoint ck = io::read_llmc(path);
     m = GPT2(ck.config);
@@ -124,7 +127,7 @@ GPT2 load_model(const std::string& path) {
                (ck.version == 5 ? " bf16" : " fp32") + ", padded vocab " + std::to_string(ck.padded_vocab_size) + ")";
     check_finite(m, path);
   } else {
-    usage_error(path + ": unknown model format; expected a directory, a .safetensors file or an llm.c .bin file");
+    usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");
   }
   return m;
 }

@@ -1,5 +1,7 @@
 #include "qkv/model_files.hpp"
 
+#include "qkv/io/gguf_gpt2.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -9,11 +11,17 @@ namespace qkv {
 
 std::optional<Tokenizer> tokenizer_for_model(const std::string& model_path) {
   std::error_code ec;
+  const std::string ext = ".gguf";  // a GGUF carries its tokenizer in its metadata
+  if (model_path.size() > ext.size() && model_path.compare(model_path.size() - ext.size(), ext.size(), ext) == 0 &&
+      !fs::is_directory(model_path, ec))
+    return gguf_tokenizer(model_path);
   fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
   if (dir.empty()) dir = ".";
+  // from_dir prefers tokenizer.json (+ tokenizer_config.json) over vocab.json + merges.txt.
+  const bool json = fs::exists(dir / "tokenizer.json", ec);
   const bool hf = fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec);
   const bool openai = fs::exists(dir / "encoder.json", ec) && fs::exists(dir / "vocab.bpe", ec);
-  if (!hf && !openai) return std::nullopt;
+  if (!json && !hf && !openai) return std::nullopt;
   return Tokenizer::from_dir(dir.string());
 }
 

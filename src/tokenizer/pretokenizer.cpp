@@ -3,6 +3,8 @@
 #include <pcre2.h>
 
 #include <memory>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "qkv/error.hpp"
@@ -33,41 +35,12 @@ void append_utf8(std::string& out, char32_t c) {
   }
 }
 
-// The compiled pattern, shared by all tokenizers and threads (pcre2_code is read-only in matching).
-struct Regex {
-  pcre2_code* code = nullptr;
-  bool jit = false;
+}  // namespace
 
-  Regex() {
-    int err = 0;
-    PCRE2_SIZE err_offset = 0;
-    // MATCH_INVALID_UTF: invalid UTF-8 in the subject is never matched (and never an error), so
-    // any byte string can be pre-tokenized; the unmatched runs become words of their own.
-    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
-    if (code == nullptr) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      data_error("tokenizer: PCRE2 cannot compile GPT-2's pre-tokenizer pattern at offset " +
-                 std::to_string(err_offset) + ": " + reinterpret_cast<const char*>(msg));
-    }
-    jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;  // else the interpreter runs it
-  }
-  ~Regex() { pcre2_code_free(code); }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
-};
-
-const Regex& regex() {
-  static const Regex r;
+const Pattern& gpt2_regex() {
+  static const Pattern r(kPattern, "GPT-2's pre-tokenizer pattern");
   return r;
 }
-
-struct MatchDataFree {
-  void operator()(pcre2_match_data* md) const { pcre2_match_data_free(md); }
-};
-
-}  // namespace
 
 const std::array<char32_t, 256>& bytes_to_unicode() {
   static const std::array<char32_t, 256> table = [] {
@@ -115,39 +88,84 @@ std::string symbols_to_bytes(std::string_view token) {
   return out;
 }
 
-void pretokenize(std::string_view text, std::vector<std::string_view>& words) {
-  const Regex& re = regex();
-  std::unique_ptr<pcre2_match_data, MatchDataFree> md(pcre2_match_data_create_from_pattern(re.code, nullptr));
-  if (!md) data_error("tokenizer: out of memory for PCRE2 match data");
+
+Pattern::Pattern(const std::string& pattern, const std::string& what) {
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  // MATCH_INVALID_UTF: invalid UTF-8 in the subject is never matched (and never an error), so
+  // any byte string can be split; the unmatched runs are left between the matches.
+  auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                             PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    data_error(what + ": PCRE2 cannot compile the pattern at offset " + std::to_string(err_offset) + ": " +
+               reinterpret_cast<const char*>(msg));
+  }
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;  // else the interpreter runs it
+  code_ = code;
+}
+
+Pattern::~Pattern() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
+
+Pattern::Matcher::Matcher(const Pattern& p) : p_(p) {
+  md_ = pcre2_match_data_create_from_pattern(static_cast<pcre2_code*>(p.code_), nullptr);
+  if (md_ == nullptr) data_error("tokenizer: out of memory for PCRE2 match data");
+}
+
+Pattern::Matcher::~Matcher() {
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(md_));
+}
+
+bool Pattern::Matcher::find(std::string_view text, size_t off, size_t& start, size_t& end) {
+  auto* code = static_cast<pcre2_code*>(p_.code_);
+  auto* md = static_cast<pcre2_match_data*>(md_);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const size_t n = text.size();
-  size_t off = 0;
   while (off < n) {
-    const int rc = pcre2_match(re.code, subject, n, off, 0, md.get(), nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) {  // only invalid UTF-8 is left
-      words.push_back(text.substr(off));
-      break;
-    }
+    const int rc = pcre2_match(code, subject, n, off, 0, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
       data_error("tokenizer: pre-tokenizer regex failed at byte " + std::to_string(off) + ": " +
                  reinterpret_cast<const char*>(msg));
     }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-    const size_t start = ov[0], end = ov[1];
-    if (start < off || end <= start || end > n) {  // the pattern cannot match empty; guard anyway
-      data_error("tokenizer: pre-tokenizer regex made an empty or backward match at byte " +
-                 std::to_string(off));
-    }
-    if (start > off) words.push_back(text.substr(off, start - off));  // skipped invalid UTF-8
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    start = ov[0], end = ov[1];
+    if (start < off || end < start || end > n)
+      data_error("tokenizer: regex made a backward match at byte " + std::to_string(off));
+    if (end > start) return true;
+    // An empty match: go on after one character (Hugging Face drops empty pieces).
+    off = start + 1;
+    while (off < n && (static_cast<unsigned char>(text[off]) & 0xC0) == 0x80) ++off;
+  }
+  return false;
+}
+
+void Pattern::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
+  Matcher m(*this);
+  size_t start = 0, end = 0;
+  for (size_t off = 0; m.find(text, off, start, end); off = end) matches.emplace_back(start, end);
+}
+
+void pretokenize(std::string_view text, std::vector<std::string_view>& words) {
+  // The pattern matches every character of valid UTF-8, so the gaps between matches are exactly
+  // the runs of invalid UTF-8: each becomes a word of its own.
+  Pattern::Matcher m(gpt2_regex());
+  size_t off = 0, start = 0, end = 0;
+  while (m.find(text, off, start, end)) {
+    if (start > off) words.push_back(text.substr(off, start - off));
     words.push_back(text.substr(start, end - start));
     off = end;
   }
+  if (off < text.size()) words.push_back(text.substr(off));
 }
 
 bool pretokenizer_uses_jit() {
-  return regex().jit;
+  return gpt2_regex().jit();
 }
 
 }  // namespace qkv::tokenizer_detail

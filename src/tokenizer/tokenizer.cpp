@@ -1,4 +1,5 @@
 // GPT-2 byte-level BPE: loading and validating the vocabulary and merges, the merge loop, the cache.
+// (tokenizer.json is loaded in hf_tokenizer.cpp and shares the merge loop and the cache.)
 #include "qkv/tokenizer.hpp"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "tokenizer/detail.hpp"
+#include "tokenizer/impl.hpp"
 
 namespace qkv {
 
@@ -34,14 +36,8 @@ constexpr size_t kMaxCachedWordBytes = 256;
 // The cache is cleared when it reaches this many words, bounding its memory on unbounded input.
 constexpr size_t kMaxCachedWords = 1 << 18;
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
-uint64_t pair_key(int left, int right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-}
+using td::pair_key;
+using td::StringHash;
 
 std::string quote_str(std::string_view s, size_t max_bytes = 80) {
   std::string out = "\"";
@@ -174,54 +170,41 @@ std::vector<VocabEntry> parse_vocab(const std::string& file, const std::string& 
 
 // ---- the tokenizer proper ----
 
-struct Tokenizer::Impl {
-  struct Merge {
-    int rank;
-    int result;
-  };
-
-  std::vector<std::string> token_strings;        // id -> vocabulary string ("Ġthe")
-  std::vector<std::string> token_bytes;          // id -> the bytes it stands for (" the")
-  std::array<int, 256> byte_id{};                // byte -> id of its single-byte token
-  std::vector<std::pair<int, int>> merges;       // rank -> (left id, right id)
-  std::unordered_map<uint64_t, Merge> merge_of;  // pair_key(left, right) -> rank and merged id
-
-  mutable std::shared_mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int>, StringHash, std::equal_to<>> cache;
-
-  void encode_word(std::string_view word, std::vector<int>& out) const;
-  void bpe(std::string_view word, std::vector<int>& out) const;
-  void check_id(int id, const char* where) const {
-    if (id < 0 || id >= static_cast<int>(token_strings.size())) {
-      data_error(std::string(where) + ": token id out of range, expected 0.." +
-                 std::to_string(static_cast<int>(token_strings.size()) - 1) + ", found " +
-                 std::to_string(id));
-    }
+void Tokenizer::Impl::check_id(int id, const char* where) const {
+  if (id < 0 || id >= static_cast<int>(token_strings.size())) {
+    data_error(std::string(where) + ": token id out of range, expected 0.." +
+               std::to_string(static_cast<int>(token_strings.size()) - 1) + ", found " + std::to_string(id));
   }
-};
+}
+
+bool Tokenizer::Impl::cached(std::string_view word, std::vector<int>& out) const {
+  if (word.size() > kMaxCachedWordBytes) return false;
+  std::shared_lock lock(cache_mutex);
+  auto it = cache.find(word);
+  if (it == cache.end()) return false;
+  out.insert(out.end(), it->second.begin(), it->second.end());
+  return true;
+}
+
+void Tokenizer::Impl::remember(std::string_view word, const int* ids, size_t n) const {
+  if (word.size() > kMaxCachedWordBytes) return;
+  std::vector<int> v(ids, ids + n);
+  std::unique_lock lock(cache_mutex);
+  if (cache.size() >= kMaxCachedWords) cache.clear();
+  cache.emplace(std::string(word), std::move(v));
+}
 
 void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int>& out) const {
   if (word.size() == 1) {
     out.push_back(byte_id[static_cast<unsigned char>(word[0])]);
     return;
   }
-  const bool cacheable = word.size() <= kMaxCachedWordBytes;
-  if (cacheable) {
-    std::shared_lock lock(cache_mutex);
-    auto it = cache.find(word);
-    if (it != cache.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  if (cached(word, out)) return;
   const size_t first = out.size();
-  bpe(word, out);
-  if (cacheable) {
-    std::vector<int> ids(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
-    std::unique_lock lock(cache_mutex);
-    if (cache.size() >= kMaxCachedWords) cache.clear();
-    cache.emplace(std::string(word), std::move(ids));
-  }
+  std::vector<int> sym(word.size());
+  for (size_t i = 0; i < word.size(); ++i) sym[i] = byte_id[static_cast<unsigned char>(word[i])];
+  bpe_ids(sym, /*hf_order=*/false, out);
+  remember(word, out.data() + first, out.size() - first);
 }
 
 // OpenAI's bpe(): repeatedly take the adjacent pair of lowest merge rank and merge every occurrence
@@ -230,7 +213,10 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int>& out) 
 // than the O(n^2) of rescanning. All heap entries of one rank are one bigram; they are merged as a
 // batch in position order and the pairs they create are pushed only after the batch, which keeps
 // the result identical to OpenAI's loop even for merge tables whose ranks are not monotone.
-void Tokenizer::Impl::bpe(std::string_view word, std::vector<int>& out) const {
+//
+// Hugging Face's Word::merge_all instead merges one pair at a time, lowest (rank, position) first,
+// pushing the pairs a merge creates at once (hf_order). The two agree whenever ranks are monotone.
+void Tokenizer::Impl::bpe_ids(std::vector<int>& ids, bool hf_order, std::vector<int>& out) const {
   struct Symbol {
     int id;    // -1 once merged into its left neighbour
     int prev;  // -1 at the start
@@ -245,10 +231,10 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int>& out) const {
     return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
   };
 
-  const int n = static_cast<int>(word.size());
+  const int n = static_cast<int>(ids.size());
+  if (n == 0) return;
   std::vector<Symbol> sym(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    sym[i] = {byte_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  for (int i = 0; i < n; ++i) sym[i] = {ids[i], i - 1, i + 1 < n ? i + 1 : -1};
 
   std::vector<Candidate> heap, created;
   const auto candidate = [&](int pos, std::vector<Candidate>& into) {
@@ -258,6 +244,11 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int>& out) const {
     auto it = merge_of.find(pair_key(sym[pos].id, sym[nx].id));
     if (it != merge_of.end())
       into.push_back({it->second.rank, pos, sym[pos].id, sym[nx].id, it->second.result});
+  };
+  const auto push = [&](int pos) {
+    const size_t before = heap.size();
+    candidate(pos, heap);
+    if (heap.size() > before) std::push_heap(heap.begin(), heap.end(), later);
   };
   for (int i = 0; i + 1 < n; ++i) candidate(i, heap);
   std::make_heap(heap.begin(), heap.end(), later);
@@ -275,15 +266,17 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int>& out) const {
       sym[c.pos].next = sym[nx].next;
       if (sym[nx].next >= 0) sym[sym[nx].next].prev = c.pos;
       sym[nx].id = -1;
+      if (hf_order) {
+        push(sym[c.pos].prev);
+        push(c.pos);
+        break;  // the heap decides again: a created pair may rank before this rank's others
+      }
       created.push_back({0, c.pos, 0, 0, 0});  // positions only; pairs are looked up after the batch
     }
     for (const Candidate& m : created) {
       if (sym[m.pos].id < 0) continue;  // (a merged symbol is never a later right side in its batch)
-      for (int pos : {sym[m.pos].prev, m.pos}) {
-        const size_t before = heap.size();
-        candidate(pos, heap);
-        if (heap.size() > before) std::push_heap(heap.begin(), heap.end(), later);
-      }
+      push(sym[m.pos].prev);
+      push(m.pos);
     }
   }
   for (int i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
@@ -389,6 +382,8 @@ Tokenizer Tokenizer::from_files(const std::string& vocab_json, const std::string
     impl->merges.emplace_back(l->second, r->second);
     impl->merge_of.emplace(key, Impl::Merge{rank, m->second});
   }
+  // GPT-2's BOS and EOS are both <|endoftext|> (Hugging Face's GPT2Tokenizer); it never adds them.
+  if (auto e = id_of.find("<|endoftext|>"); e != id_of.end()) impl->bos = impl->eos = e->second;
   return Tokenizer(std::move(impl));
 }
 
@@ -397,6 +392,10 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
   const fs::path d(dir);
   std::error_code ec;
   const auto exists = [&](const char* name) { return fs::is_regular_file(d / name, ec); };
+  if (exists("tokenizer.json")) {
+    return from_hf_json((d / "tokenizer.json").string(),
+                        exists("tokenizer_config.json") ? (d / "tokenizer_config.json").string() : "");
+  }
   if (exists("vocab.json") && exists("merges.txt")) {
     return from_files((d / "vocab.json").string(), (d / "merges.txt").string());
   }
@@ -404,12 +403,12 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     return from_files((d / "encoder.json").string(), (d / "vocab.bpe").string());
   }
   std::string found;
-  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"}) {
+  for (const char* name : {"tokenizer_config.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe"}) {
     if (exists(name)) found += std::string(found.empty() ? "" : ", ") + name;
   }
   if (!fs::is_directory(d, ec)) found = "no such directory";
   data_error(dir +
-             ": no tokenizer files, expected vocab.json + merges.txt or encoder.json + vocab.bpe, found " +
+             ": no tokenizer files, expected tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe, found " +
              (found.empty() ? std::string("none of them") : found));
 }
 
@@ -420,21 +419,47 @@ Tokenizer Tokenizer::byte_level() {
     impl->token_bytes.emplace_back(1, static_cast<char>(b));
     impl->byte_id[b] = b;
   }
+  impl->describe = "bytes (256 tokens)";
   return Tokenizer(std::move(impl));
 }
 
 // ---- use ----
 
 std::vector<int> Tokenizer::encode(std::string_view utf8_text) const {
+  return encode(utf8_text, Bos::Auto);
+}
+
+std::vector<int> Tokenizer::encode(std::string_view utf8_text, Bos bos) const {
+  if (impl_->hf) return td::encode_hf(*impl_, utf8_text, bos);
   std::vector<std::string_view> words;
   td::pretokenize(utf8_text, words);
   std::vector<int> ids;
-  ids.reserve(utf8_text.size() / 3 + 1);
+  ids.reserve(utf8_text.size() / 3 + 2);
+  if (bos == Bos::Yes) ids.push_back(td::bos_id_or_throw(*impl_));
   for (std::string_view w : words) impl_->encode_word(w, ids);
   return ids;
 }
 
+bool Tokenizer::bos_added(Bos bos) const {
+  if (bos == Bos::No) return false;
+  if (bos == Bos::Yes) return true;
+  return !impl_->prefix.empty() && impl_->prefix.front() == impl_->bos;
+}
+
+int Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+
+int Tokenizer::eos_id() const {
+  return impl_->eos;
+}
+
+std::string Tokenizer::description() const {
+  return impl_->describe;
+}
+
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  if (impl_->hf) return td::decode_hf(*impl_, ids);
   std::string out;
   for (int id : ids) {
     impl_->check_id(id, "decode");
@@ -462,6 +487,11 @@ void Tokenizer::write_files(const std::string& dir) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) data_error(dir + ": cannot create directory: " + ec.message());
+  if (impl_->hf) {
+    for (const std::string& f : impl_->source_files)
+      io::write_file_atomic((fs::path(dir) / fs::path(f).filename()).string(), read_file(f));
+    return;
+  }
   // One entry per line, in id order, so a reader's error line numbers point somewhere useful.
   std::string vocab = "{\n";
   for (size_t id = 0; id < impl_->token_strings.size(); ++id) {

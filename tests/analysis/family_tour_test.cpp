@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "qkv/analysis/family_tour.hpp"
@@ -61,6 +62,57 @@ TEST(FamilyTour, QkvMapsDependOnTheLayout) {
   const QkvMaps right = qkv_maps(m, 0);
   EXPECT_NE(wrong.Wq, right.Wq);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace qkv::analysis
+
+namespace qkv::analysis {
+namespace {
+
+// qkv's numbers for the family claims against tests/reference/check_family_claims.py (float64 PyTorch,
+// R_Δ built from the rotary definition, full d×d products): same checkpoints, same text, same head.
+TEST(FamilyTour, NumbersMatchAnIndependentComputation) {
+  std::ifstream f(std::string(QKV_SOURCE_DIR) + "/tests/reference/fixtures/families/claims.json");
+  ASSERT_TRUE(f.good()) << "run /usr/bin/python3 tests/reference/check_family_claims.py build/qkv";
+  const nlohmann::json want = nlohmann::json::parse(f);
+  const std::vector<int> tokens = want["tokens"].get<std::vector<int>>();
+  for (const auto& [type, rec] : want["families"].items()) {
+    SCOPED_TRACE(type);
+    nlohmann::json cfg = default_config(type, "tiny");
+    cfg["initializer_range"] = 0.2;
+    const std::string dir = (fs::temp_directory_path() / ("qkv_family_claims_" + type)).string();
+    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
+    const Model m = load_lm(dir);
+    FamilyTourOptions o;
+    o.text_ids = tokens;
+    const FamilyTourResult r = family_tour(m, o);
+    ASSERT_EQ(r.chosen.layer, rec["layer"].get<int>());
+    const int h = r.chosen.head, G = m.arch.H / m.arch.n_kv;
+    std::map<std::string, const Claim*> c;
+    for (const Claim& cl : r.claims) c[cl.id] = &cl;
+    EXPECT_NEAR(c["scores_asymmetric"]->number("asym_rel"), rec["asym_rel"][size_t(h)].get<double>(), 1e-4);
+    if (!rec["raw_row_rel"].is_null())
+      EXPECT_NEAR(c["rmsnorm_trap"]->number("raw_row_rel_err"), rec["raw_row_rel"].get<double>(), 1e-5);
+    if (m.arch.rotary()) {
+      const auto& qd = rec["qk_delta"][size_t(h)];
+      const char* keys[] = {"delta_1", "delta_4", "delta_16", "delta_64"};
+      for (int i = 0; i < 4; i++)
+        EXPECT_NEAR(c["qk_circuit_position_dependent"]->number(keys[i]), qd[size_t(i)].get<double>(), 1e-5) << keys[i];
+    }
+    if (G > 1) {
+      const auto& g = rec["gqa"][size_t(h / G)];
+      EXPECT_NEAR(c["gqa_shared_kv"]->number("query_max_abs_diff"), g["query_max_abs_diff"].get<double>(), 1e-4);
+      EXPECT_NEAR(c["gqa_shared_kv"]->number("pattern_max_abs_diff"), g["pattern_max_abs_diff"].get<double>(), 1e-5);
+    }
+    if (rec.contains("no_scale")) {
+      EXPECT_NEAR(c["no_scale_saturates"]->number("mean_max_weight_unscaled"), rec["no_scale"]["unscaled"][0].get<double>(), 1e-5);
+      EXPECT_NEAR(c["no_scale_saturates"]->number("mean_max_weight_scaled"), rec["no_scale"]["scaled"][0].get<double>(), 1e-5);
+      EXPECT_NEAR(c["no_scale_saturates"]->number("softmax_jacobian_unscaled"), rec["no_scale"]["unscaled"][1].get<double>(), 1e-5);
+      EXPECT_NEAR(c["no_scale_saturates"]->number("softmax_jacobian_scaled"), rec["no_scale"]["scaled"][1].get<double>(), 1e-5);
+    }
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ bool expected_verdict(const Claim& c) {
     return n("loss_qk_ablated") - n("loss_intact") >= 0.01 && n("loss_ov_ablated") - n("loss_intact") >= 0.01 &&
            n("ov_pattern_max_abs_diff") == 0;
   if (c.id == "soft_dictionary_example") return n("max_abs_vs_seed") <= 0.005;
+  if (c.id == "running_example") return n("matching") == n("stated") && n("stated") == 21;
+  if (c.id == "attn_params_4d2")
+    return n("layers_matching") == n("layers") && n("weights_rel_4d2") <= 0.01 &&
+           std::fabs(n("gpt2_small_millions") - 2.4) <= 0.05;
   if (c.id == "sqrt_dk") return n("max_weight_raw") >= 0.9 && n("median_grad_ratio") <= 0.1;
   if (c.id == "gradcheck") return n("max_abs_error") < 1e-6 && n("ds_row_sum_max_abs") <= 1e-12;
   if (c.id == "k_composition") {
@@ -50,6 +54,18 @@ bool expected_verdict(const Claim& c) {
     }
     return top == want && n("top_z") >= 3.0;
   }
+  // ---- issue 16 (patching): src/analysis/patching_tour.cpp ----
+  const bool na = c.summary == "n/a";  // no induction head to patch: never "holds"
+  if (c.id == "qk_where_v_what")
+    return !na && n("induction_score_clean") - n("induction_score_k_patched") >= 0.1 &&
+           n("loss_k_patched") - n("loss_clean") >= 0.01 && n("pattern_max_abs_diff_v") == 0 && n("z_max_abs_diff_v") > 0 &&
+           n("loss_v_patched") - n("loss_clean") >= 0.01;
+  if (c.id == "k_composition_causal")
+    return !na && n("loss_receiver_k_patched") - n("loss_clean") >= 0.01 && n("share_of_receiver_effect") >= 0.5;
+  if (c.id == "ov_fault_separate")
+    return !na && n("pattern_max_abs_diff_v") == 0 && n("induction_score_v_patched") >= 0.8 && n("direct_logit_clean") > 0 &&
+           n("direct_logit_v_patched") <= 0.5 * n("direct_logit_clean") && n("loss_rise_v") >= 0.01;
+  // ---- end issue 16 ----
   ADD_FAILURE() << "unknown claim " << c.id;
   return false;
 }
@@ -62,7 +78,8 @@ void check_tour(const std::string& name, bool attn_only) {
   const std::set<std::string> required = {"projections", "ln_trap", "bias_trap", "multi_head_slices", "scores_asymmetric",
                                           "swap_full_transposes", "swap_matrices_only_neither",
                                           "softmax_breaks_transpose", "previous_token_head", "induction_head",
-                                          "k_composition", "qk_ov_fail_separately", "sqrt_dk", "gradcheck"};
+                                          "k_composition", "qk_ov_fail_separately", "running_example",
+                                          "attn_params_4d2", "sqrt_dk", "gradcheck"};
   for (const auto& id : required) EXPECT_NE(r.claim(id), nullptr) << id;
   for (size_t i = 0; i < r.claims.size(); i++) {
     const Claim& c = r.claims[i];
@@ -84,7 +101,8 @@ void check_tour(const std::string& name, bool attn_only) {
   EXPECT_EQ(r.heads.heads[size_t(r.induction.layer) * r.H + r.induction.head].induction, best);
   // What a random-weight model must give: the identities hold, the trained-weight claims do not.
   for (const char* id : {"projections", "ln_trap", "multi_head_slices", "scores_asymmetric", "swap_full_transposes",
-                         "softmax_breaks_transpose", "soft_dictionary_example", "gradcheck"})
+                         "softmax_breaks_transpose", "soft_dictionary_example", "running_example", "attn_params_4d2",
+                         "gradcheck"})
     EXPECT_TRUE(r.claim(id)->held) << id;
   for (const char* id : {"previous_token_head", "induction_head"}) EXPECT_FALSE(r.claim(id)->held) << id;
   // Evidence for the pictures.
@@ -94,6 +112,12 @@ void check_tour(const std::string& name, bool attn_only) {
   EXPECT_FALSE(r.saturate.empty());
   EXPECT_EQ(r.saturate.back().dk, 1024);
   EXPECT_EQ(r.ablation.ov_pattern_max_abs_diff, 0.0);
+  // The 4d² claim read the model's own tensors: c_attn [d, 3d] + c_proj [d, d] = 4d² weights, 4d biases.
+  const Claim* p = r.claim("attn_params_4d2");
+  EXPECT_EQ(p->number("weights_from_tensors"), 4.0 * r.d * r.d);
+  EXPECT_EQ(p->number("biases_from_tensors"), 4.0 * r.d);
+  EXPECT_EQ(p->number("gpt2_small_weights"), 2359296.0);
+  EXPECT_EQ(p->number("gpt2_small_biases"), 3072.0);
   (void)attn_only;
 }
 

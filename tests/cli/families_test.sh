@@ -14,6 +14,11 @@ for arch in gpt2 llama mistral qwen2 gemma gemma2 gpt_neox phi3 gpt_neo; do
   check "run-$arch" 0 '^1 ' -- run --model "$tmp/$arch" --tokens 1,2,3,4,5 --top 2
   check "dump-$arch" 0 'wrote [0-9]+ arrays' -- dump --model "$tmp/$arch" --tokens 1,2,3,4,5 --out "$tmp/dump-$arch"
 done
+for arch in llama gemma2 gpt_neox gpt_neo phi3; do
+  check "tour-$arch" 0 'applicable claims hold on this .* model .*Report: ' -- tour --model "$tmp/$arch" --out "$tmp/report-$arch" --quiet
+  [ -s "$tmp/report-$arch/index.html" ] && ok "tour-$arch report written" || bad "tour-$arch: no report"
+done
+check tour-json 0 '"applies": false' -- tour --model "$tmp/llama" --json --quiet --out "$tmp/rj"
 [ -f "$tmp/dump-llama/blocks.1.attn.hook_rot_k.npy" ] && ok "dump-llama has hook_rot_k" || bad "dump-llama lacks hook_rot_k"
 check info-gqa 0 'grouped-query: 2 K/V heads, each shared by 2 query heads' -- info --model "$tmp/llama"
 check info-neox 0 'partial: 4 of 16 dims' -- info --model "$tmp/gpt_neox"

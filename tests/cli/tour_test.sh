@@ -10,7 +10,7 @@ trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
 check_show='tail -3'
 
-ids="projections ln_trap bias_trap multi_head_slices scores_asymmetric swap_full_transposes swap_matrices_only_neither softmax_breaks_transpose previous_token_head induction_head k_composition qk_ov_fail_separately sqrt_dk gradcheck"
+ids="projections ln_trap bias_trap multi_head_slices scores_asymmetric swap_full_transposes swap_matrices_only_neither softmax_breaks_transpose previous_token_head induction_head k_composition qk_ov_fail_separately soft_dictionary_example running_example attn_params_4d2 sqrt_dk gradcheck"
 for m in tiny tiny_attn_only; do
   out=$tmp/$m
   "$qkv" tour --model "$fx/$m" --out "$out" --json >"$tmp/$m.json" 2>"$tmp/$m.err"
@@ -40,6 +40,9 @@ a = m("qk_ov_fail_separately")
 assert claims["qk_ov_fail_separately"]["held"] == (a["loss_qk_ablated"] - a["loss_intact"] >= 0.01 and a["loss_ov_ablated"] - a["loss_intact"] >= 0.01 and a["ov_pattern_max_abs_diff"] == 0)
 # random weights: no induction head, and the identities hold
 assert not claims["induction_head"]["held"] and claims["swap_full_transposes"]["held"] and claims["gradcheck"]["held"]
+assert claims["running_example"]["held"] and m("running_example")["matching"] == m("running_example")["stated"] == 21
+p = m("attn_params_4d2")
+assert claims["attn_params_4d2"]["held"] and p["weights_from_tensors"] == 4 * p["d"] ** 2 and p["gpt2_small_millions"] == 2.362368
 assert j["held"] == sum(c["held"] for c in j["claims"])
 PY
   if grep -qiE 'https?://[^w]|<script' "$out/index.html"; then bad "$m: network reference or script in the report"; else ok "$m: self-contained"; fi

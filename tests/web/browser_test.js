@@ -1,5 +1,6 @@
 // The page of `qkv serve` in a real browser (Debian's chromium, driven by playwright-core): the soft
-// dictionary reproduces seed 004 and its "then try" moves; a typed text's pattern, hovered, shows the
+// dictionary reproduces seed 004 and its "then try" moves; the running example and the whole matrix show
+// the numbers `qkv example running|matrix --json` prints; a typed text's pattern, hovered, shows the
 // weight the API returns and `qkv dump` writes; the √d_k toggle changes it to the recomputed softmax;
 // heads/circuits link to patterns; exports; refusal of a text beyond the context. One line per check.
 // Usage: node browser_test.js URL QKV_BINARY MODEL_DIR ARTIFACTS_DIR
@@ -88,6 +89,81 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     check('d_k = 256: without √d_k the softmax saturates, with it it does not', sharp > 0.8 && soft < sharp - 0.2,
       `mean largest weight ${sharp.toFixed(3)} without, ${soft.toFixed(3)} with`);
     await page.click('#sat summary');
+
+    // ---- seed 004's running example: the page's numbers are the CLI's JSON ----
+    const cli = (...args) => JSON.parse(execFileSync(qkv, ['example', ...args, '--json']).toString());
+    const reBars = () => page.$$eval('#re-bars .bar', (bs) => bs.map((b) => ({ shown: b.querySelector('b').textContent, value: Number(b.dataset.value) })));
+    const reWait = (want) => waitFor(page, (w) => [...document.querySelectorAll('#re-bars .bar b')].map((b) => b.textContent).join(' ') === w, want, { timeout: 5000 }).catch(() => {});
+    await page.locator('#running').scrollIntoViewIfNeeded();
+    await reWait('0.011 0.035 0.622 0.319 0.014');
+    const run = cli('running');
+    let rb = await reBars();
+    check('running example: the last row shows the seed\'s [0.011, 0.035, 0.622, 0.319, 0.014]',
+      rb.map((b) => b.shown).join(' ') === '0.011 0.035 0.622 0.319 0.014', rb.map((b) => b.shown).join(' '));
+    check('running example: each weight equals the CLI\'s JSON (exact)', rb.length === 5 && rb.every((b, j) => b.value === run.heads[0].A[4][j]),
+      rb.map((b) => b.value).join(' ') + ' vs ' + run.heads[0].A[4].join(' '));
+    const reOut = JSON.parse(await page.$eval('#re-output', (e) => e.dataset.value));
+    check('running example: Σ a·v equals the CLI\'s O[4]', reOut[0] === run.heads[0].O[4][0] && reOut[1] === run.heads[0].O[4][1], JSON.stringify(reOut));
+    const rule = await page.textContent('#re-rule');
+    check('running example: the reconstruction of X is stated', /Rows 1-4 are reconstructed/.test(rule) && /21 of 21/.test(rule), rule.slice(0, 80));
+    await page.click('#re-rows button[data-row="0"]');
+    await reWait('0.008 0.040 0.657 0.285 0.011');
+    rb = await reBars();
+    check('pick a token: "the" puts 0.66 on ␣climb unmasked (CLI\'s A[0][2])', rb[2].value === run.heads[0].A[0][2] && rb[2].shown === '0.657', rb[2].shown);
+    await page.check('#re-masked');
+    await reWait('1.000 0.000 0.000 0.000 0.000');
+    const runM = cli('running', '--masked');
+    rb = await reBars();
+    check('causal mask: "the" can only look at itself', rb[0].value === runM.heads[0].A[0][0] && rb[0].value === 1, rb.map((b) => b.shown).join(' '));
+    await page.uncheck('#re-masked');
+    await page.uncheck('#re-scale');
+    await page.click('#re-rows button[data-row="4"]');
+    await reWait('0.002 0.012 0.707 0.275 0.003');
+    const runN = cli('running', '--no-scale');
+    rb = await reBars();
+    check('√d_k off: the last row sharpens to the seed\'s [0.002, 0.012, 0.707, 0.275, 0.003] = CLI',
+      rb.map((b) => b.shown).join(' ') === '0.002 0.012 0.707 0.275 0.003' && rb.every((b, j) => b.value === runN.heads[0].A[4][j]), rb.map((b) => b.shown).join(' '));
+    await page.check('#re-scale');
+    await reWait('0.011 0.035 0.622 0.319 0.014');
+    await page.selectOption('#re-head', '1');
+    await reWait(run.heads[1].A[4].map((v) => v.toFixed(3)).join(' '));
+    rb = await reBars();
+    check('head 2 (columns 3-4) equals the CLI\'s heads[1]', rb.length === 5 && rb.every((b, j) => b.value === run.heads[1].A[4][j]), rb.map((b) => b.shown).join(' '));
+    await page.selectOption('#re-head', '0');
+
+    // ---- the whole matrix: four score functions, √d_k, d_k slider; hovered value = CLI ----
+    const sentence = 'The cat sat on the mat because the cat was tired';
+    await page.locator('#matrix').scrollIntoViewIfNeeded();
+    const wmHover = async (i, j) => {
+      const box = await page.locator('#wm-canvas').boundingBox();
+      const d = await page.$eval('#wm-canvas', (c) => ({ x0: +c.dataset.x0, y0: +c.dataset.y0, cell: +c.dataset.cell }));
+      await page.mouse.move(box.x + d.x0 + (j + 0.5) * d.cell, box.y + d.y0 + (i + 0.5) * d.cell);
+      await waitFor(page, ([a, b]) => { const r = document.getElementById('wm-readout').dataset; return r.row === String(a) && r.col === String(b); }, [i, j], { timeout: 5000 });
+      return page.$eval('#wm-readout', (r) => ({ value: Number(r.dataset.value), shown: document.getElementById('wm-value').textContent }));
+    };
+    await waitFor(page, () => document.getElementById('wm-canvas').dataset.score === 'content', null, { timeout: 5000 });
+    let wm = await wmHover(8, 1);
+    let wmCli = cli('matrix', '--text', sentence, '--score', 'content', '--dk', '2');
+    check('whole matrix: hovered weight equals the CLI\'s JSON (content head, cat → cat)', wm.value === wmCli.A[8][1] && wm.shown === f6(wmCli.A[8][1]), `${wm.shown} vs ${wmCli.A[8][1]}`);
+    await page.selectOption('#wm-score', 'decay');
+    await page.uncheck('#wm-scale');
+    await page.fill('#wm-dk', '8');
+    await waitFor(page, () => { const c = document.getElementById('wm-canvas').dataset; return c.dk === '256' && c.scale === 'false' && c.score === 'decay'; }, null, { timeout: 5000 });
+    const binary = Number(await page.$eval('#wm-note', (n) => n.dataset.binary));
+    wmCli = cli('matrix', '--text', sentence, '--score', 'decay', '--dk', '256', '--no-scale');
+    wm = await wmHover(3, 3);
+    check('d_k = 256 without √d_k: the matrix goes binary (every row > 0.99), as the CLI says', binary === 11 && wmCli.binary_rows === 11 && wm.value === wmCli.A[3][3], `${binary} rows, cell ${wm.shown}`);
+    await page.locator('#matrix').screenshot({ path: path.join(artifacts, 'qkv-matrix-binary.png') });
+    await page.check('#wm-scale');
+    await waitFor(page, () => document.getElementById('wm-canvas').dataset.scale === 'true', null, { timeout: 5000 });
+    const wmSoft = Number(await page.$eval('#wm-note', (n) => n.dataset.binary));
+    check('… and with √d_k it stays soft at the same d_k', wmSoft === 0, `${wmSoft} binary rows`);
+    const wmScaled = cli('matrix', '--text', sentence, '--score', 'decay', '--dk', '256');
+    const after = await page.$eval('#wm-readout', (r) => Number(r.dataset.value));
+    check('the hovered readout follows the recomputed matrix (no stale value)', after === wmScaled.A[3][3], `${after} vs ${wmScaled.A[3][3]}`);
+    await page.mouse.move(0, 0);
+    await page.locator('#running').screenshot({ path: path.join(artifacts, 'qkv-running.png') });
+    await page.locator('#matrix').screenshot({ path: path.join(artifacts, 'qkv-matrix.png') });
 
     // ---- the model's attention on a typed text ----
     const text = 'the cat sat on the mat';

@@ -1,7 +1,9 @@
 // qkv bench attention | forward | train-step | gemm | all — timings on this machine: the median over
 // repeated runs (after one warm-up), GFLOP/s, the fraction of the SGEMM peak measured in the same run
-// (a 2048² SGEMM through qkv::gemm), and peak memory (VmHWM growth over the case). Progress goes to
-// stderr; --json prints one object to stdout. docs/performance.md holds the numbers and the method.
+// (a 2048² SGEMM through qkv::gemm), and peak memory (VmHWM growth over the case), with the attention
+// kernel path that ran (--path forces one). `forward --profile` adds the per-op time breakdown.
+// Progress goes to stderr; --json prints one object to stdout. docs/performance.md holds the numbers
+// and the method.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #include "qkv/gemm.hpp"
 #include "qkv/inference.hpp"
 #include "qkv/model.hpp"
+#include "qkv/profile.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/train/train.hpp"
 
@@ -118,6 +121,7 @@ nlohmann::json to_json(const Result& r, double peak) {
                       {"runs_ms", r.ms},
                       {"peak_memory_mib", r.peak_mib},
                       {"threads", gemm_threads()},
+                      {"attention_path", flash_path_name()},
                       {"load_average", load_average()}};
   if (r.io_mib >= 0) j["workspace_mib"] = r.peak_mib - r.io_mib;
   if (peak > 0) {
@@ -144,7 +148,18 @@ void finish(Result r, double peak, bool json) {
             << report::fmt(r.peak_mib, 1) << " MiB";
   if (r.io_mib >= 0)
     std::cout << " (" << report::fmt(r.peak_mib - r.io_mib, 1) << " MiB beyond inputs/outputs)";
-  std::cout << "\n[" << gemm_backend() << ", load " << load_average() << "]\n";
+  std::cout << "\n[" << gemm_backend() << ", attention path " << flash_path_name() << ", load "
+            << load_average() << "]\n";
+  if (r.extra.contains("profile")) {
+    report::Table t({"op", "calls/forward", "ms/forward", "% of forward"});
+    for (const auto& e : r.extra["profile"])
+      t.add({e["op"].get<std::string>(), report::fmt(e["calls_per_forward"].get<double>(), 0),
+             report::fmt(e["ms_per_forward"].get<double>(), 2),
+             report::fmt(100 * e["fraction_of_forward"].get<double>(), 1)});
+    std::cout << "\nper-op time (mean over the timed runs; ops outside the GEMMs and attention are the "
+                 "ones to watch)\n"
+              << t.str();
+  }
 }
 
 // ---- attention ----
@@ -170,7 +185,7 @@ Result bench_attention(int T, int H, int dh, bool backward, int repeats) {
   r.flops = (backward ? 14.0 : 4.0) * (0.5 * T * T) * dh * H;
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;
   r.io_mib = ((backward ? 8.0 : 4.0) * n + double(H) * T) * 4 / (1 << 20);
-  r.extra = {{"H", H}, {"dh", dh}, {"avx512", flash_uses_avx512()}};
+  r.extra = {{"H", H}, {"dh", dh}, {"avx512", flash_path() == FlashPath::Avx512}};
   return r;
 }
 
@@ -179,7 +194,7 @@ GPT2Config gpt2_small() {
   return GPT2Config{};
 }
 
-Result bench_forward(int T, bool last_only, int repeats) {
+Result bench_forward(int T, bool last_only, int repeats, bool prof) {
   const GPT2Config c = gpt2_small();
   if (T < 1 || T > c.n_positions) usage_error("bench forward: --T must be in [1, 1024]");
   std::cerr << "forward: GPT-2 small with random weights (124M parameters)...\n";
@@ -193,10 +208,28 @@ Result bench_forward(int T, bool last_only, int repeats) {
   Result r;
   r.name = last_only ? "forward (last logits)" : "forward";
   r.T = T;
-  r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] { forward_fast(m, ids, st, last_only); });
+  // With --profile the warm-up's entries are dropped: the breakdown is the mean over the timed runs.
+  bool warm = true;
+  r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] {
+    forward_fast(m, ids, st, last_only);
+    if (warm && prof) profile::take();
+    warm = false;
+  });
   r.flops = forward_flops(c, T, last_only);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;  // the weights are resident before hwm0
   r.extra = {{"model", "GPT-2 small shape, random weights"}, {"gemm", gemm_backend()}};
+  if (prof) {
+    double total = 0;
+    const std::vector<profile::Entry> entries = profile::take();
+    for (const auto& e : entries) total += e.seconds;
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& e : entries)
+      ops.push_back({{"op", e.op},
+                     {"calls_per_forward", double(e.calls) / repeats},
+                     {"ms_per_forward", e.seconds * 1e3 / repeats},
+                     {"fraction_of_forward", total > 0 ? e.seconds / total : 0.0}});
+    r.extra["profile"] = ops;
+  }
   return r;
 }
 
@@ -393,19 +426,20 @@ nlohmann::json run_child(const std::vector<std::string>& args) {
   return nlohmann::json::parse(text);
 }
 
-void run_all(bool json, bool quick) {
+void run_all(bool json, bool quick, const std::string& path) {
   std::cerr << "bench all: measuring the SGEMM peak...\n";
   const double peak = measure_peak_gflops();
   const std::string p = std::to_string(peak);
   std::vector<std::vector<std::string>> cases;
   for (int T : quick ? std::vector<int>{256, 1024} : std::vector<int>{256, 1024, 4096, 8192})
-    cases.push_back({"bench", "attention", "--T", std::to_string(T), "--json", "--peak", p});
+    cases.push_back({"bench", "attention", "--T", std::to_string(T), "--json", "--peak", p, "--path", path});
   for (int T : quick ? std::vector<int>{256, 1024} : std::vector<int>{256, 1024, 4096})
-    cases.push_back({"bench", "attention", "--T", std::to_string(T), "--backward", "--json", "--peak", p});
+    cases.push_back(
+        {"bench", "attention", "--T", std::to_string(T), "--backward", "--json", "--peak", p, "--path", path});
   for (int T : {128, 1024})
     cases.push_back({"bench", "forward", "--T", std::to_string(T), "--json", "--peak", p, "--repeats",
-                     T >= 1024 ? "5" : "7"});
-  cases.push_back({"bench", "train-step", "--json", "--peak", p});
+                     T >= 1024 ? "5" : "7", "--path", path});
+  cases.push_back({"bench", "train-step", "--json", "--peak", p, "--path", path});
   nlohmann::json results = nlohmann::json::array();
   report::Table t({"case", "T", "median ms", "min ms", "GFLOP/s", "% of peak", "peak MiB"});
   for (const auto& c : cases) {
@@ -423,12 +457,14 @@ void run_all(bool json, bool quick) {
   if (json) {
     print_json({{"sgemm_peak_gflops", peak},
                 {"gemm", gemm_backend()},
+                {"attention_path", flash_path_name()},
                 {"load_average", load_average()},
                 {"results", results}});
     return;
   }
   std::cout << "SGEMM peak " << report::fmt(peak, 1) << " GFLOP/s (2048² through qkv::gemm), "
-            << gemm_backend() << ", load " << load_average() << "\n\n"
+            << gemm_backend() << ", attention path " << flash_path_name() << ", load " << load_average()
+            << "\n\n"
             << t.str();
 }
 
@@ -439,15 +475,19 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   struct Args {
     int T = 1024, H = 12, dh = 64, repeats = 0, steps = 5;
-    bool backward = false, json = false, last_only = false, quick = false;
+    bool backward = false, json = false, last_only = false, quick = false, profile = false;
     double peak = 0;
-    std::string backend = "blis", Ts = "128,1024";
+    std::string backend = "blis", Ts = "128,1024", path = "auto";
   };
   auto a = std::make_shared<Args>();
   auto common = [a](CLI::App* c) {
     c->add_flag("--json", a->json, "one JSON object on stdout");
     c->add_option("--peak", a->peak, "use this SGEMM peak (GFLOP/s) instead of measuring it");
+    c->add_option("--path", a->path,
+                  "attention kernel path: auto (the best this CPU has), portable, avx2, avx512, neon");
   };
+  // Forces the attention path (exit 2 naming the path when this CPU cannot run it).
+  auto use_path = [a] { flash_force_path(flash_path_from_name(a->path.c_str())); };
   {
     auto* c = bench->add_subcommand("attention",
                                     "Fused causal attention, H × T × dh (GPT-2 small heads by default)");
@@ -458,7 +498,8 @@ void register_bench(CLI::App& app) {
     c->add_option("--repeats", a->repeats, "timed runs (default: 15 below T=4096, else 5)")
         ->check(CLI::Range(1, 1000));
     common(c);
-    c->callback([a] {
+    c->callback([a, use_path] {
+      use_path();
       const int reps = a->repeats ? a->repeats : (a->T < 4096 ? 15 : 5);
       finish(bench_attention(a->T, a->H, a->dh, a->backward, reps), a->peak, a->json);
     });
@@ -469,16 +510,23 @@ void register_bench(CLI::App& app) {
     c->add_option("--T", a->T, "tokens (<= 1024)")->check(CLI::Range(1, 1024));
     c->add_flag("--last-only", a->last_only, "logits of the last position only (what qkv run needs)");
     c->add_option("--repeats", a->repeats, "timed runs (default 5)")->check(CLI::Range(1, 1000));
+    c->add_flag("--profile", a->profile, "also print the time of each op (layernorm, GEMMs, attention, ...)");
     common(c);
-    c->callback(
-        [a] { finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5), a->peak, a->json); });
+    c->callback([a, use_path] {
+      use_path();
+      profile::set_enabled(a->profile);
+      finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5, a->profile), a->peak, a->json);
+    });
   }
   {
     auto* c =
         bench->add_subcommand("train-step", "A training step of the bundled model's shape, batch 32 × 128");
     c->add_option("--steps", a->steps, "timed steps after one warm-up")->check(CLI::Range(1, 1000));
     common(c);
-    c->callback([a] { finish(bench_train_step(a->steps), a->peak, a->json); });
+    c->callback([a, use_path] {
+      use_path();
+      finish(bench_train_step(a->steps), a->peak, a->json);
+    });
   }
   {
     auto* c = bench->add_subcommand("gemm", "SGEMM at GPT-2's shapes: BLIS (qkv::gemm) or OpenBLAS");
@@ -502,7 +550,11 @@ void register_bench(CLI::App& app) {
     auto* c = bench->add_subcommand("all", "Every case above, each in its own process, as one table");
     c->add_flag("--json", a->json, "JSON output");
     c->add_flag("--quick", a->quick, "attention only up to T=1024");
-    c->callback([a] { run_all(a->json, a->quick); });
+    c->add_option("--path", a->path, "attention kernel path for every case (auto, portable, avx2, avx512, neon)");
+    c->callback([a, use_path] {
+      use_path();
+      run_all(a->json, a->quick, a->path);
+    });
   }
 }
 

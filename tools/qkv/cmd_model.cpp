@@ -1,5 +1,5 @@
-// qkv info | tokenize | run | dump — a checkpoint, its tokenizer, its next-token distribution and
-// every activation the model computes.
+// qkv info | run | dump — a checkpoint, its tokenizer, its next-token distribution and
+// every activation the model computes. (`qkv tokenize` is in cmd_tokenize.cpp.)
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -60,27 +60,6 @@ void run_info(const ModelArgs& a, bool json) {
            s.role});
   }
   std::cout << t.str();
-}
-
-void run_tokenize(const ModelArgs& a, const std::string& text_arg, const std::string& file, bool json) {
-  const LoadedModel m = load_model_arg(a);
-  if (!m.tokenizer) usage_error(m.path + " has no tokenizer beside it (vocab.json + merges.txt)");
-  std::string text = text_arg;
-  if (!file.empty()) {
-    const io::MappedFile f = io::MappedFile::open(file);  // rejects directories and FIFOs at once
-    text.assign(reinterpret_cast<const char*>(f.data()), f.size());
-  }
-  const std::vector<int> ids = m.tokenizer->encode(text);
-  std::vector<std::string> tokens;
-  for (int id : ids) tokens.push_back(m.tokenizer->token_string(id));
-  if (json) {
-    print_json({{"ids", ids}, {"tokens", tokens}});
-    return;
-  }
-  report::Table t({"position", "id", "token", "text"});
-  for (size_t i = 0; i < ids.size(); i++)
-    t.add({std::to_string(i), std::to_string(ids[i]), tokens[i], token_label(*m.tokenizer, ids[i])});
-  std::cout << t.str() << ids.size() << " tokens\n";
 }
 
 void run_run(const ModelArgs& a, int top, bool json) {
@@ -167,22 +146,6 @@ void register_model_commands(CLI::App& app) {
     add_model_option(cmd, *a);
     cmd->add_flag("--json", *json, "JSON output");
     cmd->callback([a, json] { run_info(*a, *json); });
-  }
-  {
-    auto* cmd = app.add_subcommand("tokenize", "Token ids and strings of a text with the model's tokenizer");
-    auto a = std::make_shared<ModelArgs>();
-    auto text = std::make_shared<std::string>();
-    auto file = std::make_shared<std::string>();
-    auto json = std::make_shared<bool>(false);
-    add_model_option(cmd, *a);
-    auto* t = cmd->add_option("text", *text, "the text");
-    auto* f = cmd->add_option("--file", *file, "read the text from a file");
-    t->excludes(f);
-    cmd->add_flag("--json", *json, "JSON: {\"ids\": [...], \"tokens\": [...]}");
-    cmd->callback([a, text, file, json] {
-      if (text->empty() && file->empty()) usage_error("tokenize: give a TEXT or --file");
-      run_tokenize(*a, *text, *file, *json);
-    });
   }
   {
     auto* cmd = app.add_subcommand("run", "The next-token distribution after a text: the top K tokens");

@@ -12,6 +12,7 @@
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
+#include "qkv/report/family_report.hpp"
 #include "qkv/report/experiments_json.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/report/tour_report.hpp"
@@ -75,10 +76,16 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
   an::FamilyTourOptions o;
   o.seed = a.seed;
   if (!a.m.tokens.empty() || !a.m.text.empty()) o.text_ids = input_ids(lm, a.m);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec)) data_error(a.out + ": exists and is not a directory");
   const an::FamilyTourResult r = an::family_tour(lm.model, o);
   const Arch& c = lm.model.arch;
+  const std::string html = report::write_family_tour_report(r, c, lm.path, a.out);
   if (a.json) {
-    print_json(report::family_tour_json(r, lm.path, c));
+    nlohmann::json j = report::family_tour_json(r, lm.path, c);
+    j["report"] = html;
+    print_json(j);
     return;
   }
   std::cout << "qkv tour of " << lm.path << " (" << c.model_type << "): " << c.n_layer << " layer(s), " << c.H
@@ -91,7 +98,7 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
   for (const auto& cl : r.claims) t.add({cl.id, !cl.applies ? "n/a" : cl.held ? "holds" : "does not hold"});
   std::cout << "\n" << t.str() << "\n" << r.held_count() << " of " << r.applicable_count() << " applicable claims hold on this "
             << c.model_type << " model (" << r.claims.size() - size_t(r.applicable_count()) << " n/a; "
-            << report::fmt(r.seconds, 1) << " s). No HTML report for this family yet.\n";
+            << report::fmt(r.seconds, 1) << " s). Report: " << html << "\n";
 }
 
 void run_tour(const TourArgs& a) {

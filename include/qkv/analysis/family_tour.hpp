@@ -21,6 +21,14 @@ struct FamilyTourResult {
   HeadRef previous;    // top previous-token score in an earlier layer
   std::vector<double> prev_score, induction_score;  // [L·H] on the repeated random sequence
   std::vector<Claim> claims;
+  // The evidence, for pictures: every head's pattern on the text [L·H][T·T]; the chosen head's raw
+  // scores S = q·kᵀ (rotated, unscaled, unmasked) [T·T]; one fixed q, k pair's score as a function of
+  // the offset i − j (rotary models; empty otherwise).
+  int T = 0;
+  std::vector<std::vector<float>> patterns;
+  std::vector<double> S;
+  std::vector<int> offsets;
+  std::vector<double> offset_score;
   double seconds = 0;
   int held_count() const;
   int applicable_count() const;

@@ -1,0 +1,18 @@
+// The family tour's HTML report: the claims (verdicts, n/a with reasons), every head's pattern, the
+// chosen head's S beside Sᵀ on the rotated q and k, and — on rotary models — one q, k pair's score as a
+// function of the offset i − j. One self-contained file.
+#pragma once
+#include <string>
+
+#include "qkv/analysis/family_tour.hpp"
+#include "qkv/report/html.hpp"
+
+namespace qkv::report {
+
+HtmlPage family_tour_page(const analysis::FamilyTourResult& r, const Arch& arch, const std::string& model);
+
+// Creates `dir` if needed and writes dir/index.html atomically; returns its path.
+std::string write_family_tour_report(const analysis::FamilyTourResult& r, const Arch& arch, const std::string& model,
+                                     const std::string& dir);
+
+}  // namespace qkv::report

@@ -1,0 +1,71 @@
+// The shape table of one attention layer and its parameter count, from plain numbers.
+#include "qkv/analysis/shapes.hpp"
+
+#include "qkv/error.hpp"
+
+namespace qkv::analysis {
+
+ShapesResult attention_shapes(const AttentionDims& g) {
+  auto positive = [](int64_t v, const char* name) {
+    if (v < 1) usage_error(std::string("shapes: ") + name + " must be >= 1, found " + std::to_string(v));
+  };
+  positive(g.n, "n"), positive(g.d, "d"), positive(g.H, "H"), positive(g.n_kv, "n_kv"),
+      positive(g.dh, "d_head");
+  if (g.n_kv > g.H || g.H % g.n_kv != 0)
+    usage_error("shapes: n_kv = " + std::to_string(g.n_kv) + " must divide H = " + std::to_string(g.H));
+  ShapesResult r;
+  r.dims = g;
+  const int64_t n = g.n, d = g.d, H = g.H, kv = g.n_kv, dh = g.dh;
+  const bool gqa = kv != H;
+  const std::string kvs = gqa ? "n_kv·d_k" : "H·d_k", kvv = gqa ? "n_kv·d_v" : "H·d_v";
+  r.rows = {
+      {"X", {n, d}, {n, d}, "n × d"},
+      {"W_Q", {d, dh}, {d, H * dh}, "d × (H·d_k)"},
+      {"W_K", {d, dh}, {d, kv * dh}, "d × (" + kvs + ")"},
+      {"W_V", {d, dh}, {d, kv * dh}, "d × (" + kvv + ")"},
+      {"Q", {n, dh}, {n, H * dh}, "n × (H·d_k)"},
+      {"K", {n, dh}, {n, kv * dh}, "n × (" + kvs + ")"},
+      {"V", {n, dh}, {n, kv * dh}, "n × (" + kvv + ")"},
+      {"S", {n, n}, {H, n, n}, "H × n × n"},
+      {"A", {n, n}, {H, n, n}, "H × n × n"},
+      {"O", {n, dh}, {n, H * dh}, "n × (H·d_v)"},
+      {"W_O", {dh, d}, {H * dh, d}, "(H·d_v) × d"},
+  };
+  ParamCount& p = r.params;
+  p.W_Q = d * H * dh, p.W_K = d * kv * dh, p.W_V = d * kv * dh, p.W_O = H * dh * d;
+  if (g.biases) p.b_Q = H * dh, p.b_K = kv * dh, p.b_V = kv * dh, p.b_O = d;
+  r.four_d2 = 4 * d * d;
+  return r;
+}
+
+AttentionDims attention_dims(const GPT2Config& c, int64_t n) {
+  return {n, c.n_embd, c.n_head, c.n_head, c.head_dim(), true};
+}
+
+TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer) {
+  const std::string prefix = "h." + std::to_string(layer) + ".attn.";
+  TensorCount t;
+  auto ends_with = [](const std::string& s, const std::string& e) {
+    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+  };
+  for (const ParamSpec& s : table) {
+    if (s.name.rfind(prefix, 0) != 0) continue;
+    std::string shape;
+    for (int64_t v : s.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(v);
+    t.names.push_back(s.name + " [" + shape + "]");
+    if (ends_with(s.name, ".weight"))
+      t.weights += s.numel;
+    else if (ends_with(s.name, ".bias"))
+      t.biases += s.numel;
+    else
+      data_error("attention tensor " + s.name + " is neither a weight nor a bias");
+  }
+  if (t.names.empty()) usage_error("shapes: the model has no tensors under " + prefix);
+  return t;
+}
+
+AttentionDims running_example_dims() {
+  return {5, 4, 2, 2, 2, false};
+}
+
+}  // namespace qkv::analysis
