@@ -24,6 +24,7 @@
 #include "qkv/model.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/experiments_json.hpp"
+#include "qkv/report/family_report.hpp"
 #include "qkv/report/svg.hpp"
 #include "qkv/report/tour_report.hpp"
 
@@ -347,7 +348,9 @@ py::object exp_tour(PyModel& m, const OptIds& tokens, const std::string& text, c
     nlohmann::json j;
     {
       py::gil_scoped_release nogil;
-      j = qkv::report::family_tour_json(an::family_tour(m.lm, o), m.path, m.lm.arch);
+      const an::FamilyTourResult r = an::family_tour(m.lm, o);
+      j = qkv::report::family_tour_json(r, m.path, m.lm.arch);
+      if (out) j["report"] = qkv::report::write_family_tour_report(r, m.lm.arch, m.path, *out);
     }
     return to_py(j);
   }

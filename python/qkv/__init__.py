@@ -352,7 +352,7 @@ def tour(model, tokens=None, out=None, seq_len=0, batch=4, seed=0, bos=None, pro
     the HTML report into (index.html; None: no report, "report" is None). bos: None (<|endoftext|>
     when the tokenizer has it), -1 (none) or an id. progress: None or fn(i, total, step).
     A model of another family gets `qkv tour --json`'s family tour (claims that do not apply are
-    "applies": False with the reason in "note"; tokens and seed are used, no HTML report yet)."""
+    "applies": False with the reason in "note"; tokens, seed and out are used)."""
     text = tokens if isinstance(tokens, str) else ""
     b = -2 if bos is None else int(bos)
     return _qkv.tour(_model(model), _opt_ids(model, tokens), text, None if out is None else str(out), int(seq_len),

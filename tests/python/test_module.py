@@ -311,9 +311,10 @@ def test_another_family_caches_every_hook_point_as_dump(tmp_path):
     assert seen == m.hook_names
     with pytest.raises(qkv.Error, match="llama"):
         qkv.heads(m)
-    got = qkv.tour(m)
-    want = json.loads(run_cli("tour", "--model", tmp_path / "llama", "--json", "--quiet").stdout)
-    assert got["family"] == "llama" and got["report"] is None
+    got = qkv.tour(m, out=str(tmp_path / "report"))
+    want = json.loads(run_cli("tour", "--model", tmp_path / "llama", "--json", "--quiet", "--out", tmp_path / "cli").stdout)
+    assert got["family"] == "llama" and got["report"] == str(tmp_path / "report" / "index.html")
+    assert (tmp_path / "report" / "index.html").exists() and qkv.tour(m)["report"] is None
     assert [(c["id"], c["held"], c["applies"]) for c in got["claims"]] == \
         [(c["id"], c["held"], c["applies"]) for c in want["claims"]]
 
