@@ -61,7 +61,7 @@ fi
 
 if [ "${QKV_TEST_SANITIZE:-1}" != 0 ]; then
   asan=build-asan
-  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_SANITIZE=ON >/dev/null
+  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_SANITIZE=ON -DQKV_PYTHON=OFF >/dev/null
   cmake --build "$asan" -j "$(nproc)"
   # Leaks are checked (suppressions file for third-party runtimes only); UBSan stops at the first report.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
