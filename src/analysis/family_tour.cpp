@@ -1,5 +1,6 @@
 // The seeds' claims on any family (family_tour.hpp). Every number comes from the model's own Q/K/V maps
 // (qkv_maps) and its one forward (run_with_cache); nothing here knows a family by name.
+#include "analysis/claim_builder.hpp"
 #include "qkv/analysis/family_tour.hpp"
 
 #include <algorithm>
@@ -21,24 +22,7 @@ constexpr double kAsym = 0.1;         // ‖S − Sᵀ‖/‖S‖ clearly non-ze
 constexpr double kRelative = 1e-5;    // equal i − j: equal scores to rounding (relative to |score|)
 constexpr double kMoves = 1e-3;       // different i − j: scores differ by more than this (relative)
 
-struct Builder {
-  Claim c;
-  Builder(std::string id, std::string source, std::string seed) {
-    c.id = std::move(id), c.source = std::move(source), c.seed = std::move(seed);
-  }
-  Builder& m(const std::string& k, double v) {
-    c.measured.push_back({k, v, ""});
-    return *this;
-  }
-  Claim done(bool held, std::string summary, std::string criterion, std::string note = "") {
-    c.held = held, c.summary = std::move(summary), c.criterion = std::move(criterion), c.note = std::move(note);
-    return c;
-  }
-  Claim na(std::string reason, std::string criterion = "") {
-    c.applies = false, c.held = false, c.summary = "n/a", c.note = std::move(reason), c.criterion = std::move(criterion);
-    return c;
-  }
-};
+using detail::Builder;
 
 std::string num(double v) {
   char b[32];

@@ -1,4 +1,5 @@
 // qkv tour: every claim of the seeds as one measured experiment with a stated criterion and a verdict.
+#include "analysis/claim_builder.hpp"
 #include "qkv/analysis/tour.hpp"
 
 #include <algorithm>
@@ -52,24 +53,7 @@ std::string sci(double v) {
 std::string head_name(int l, int h) { return std::to_string(l) + "." + std::to_string(h); }
 std::string head_name(const HeadRef& r) { return r.valid() ? head_name(r.layer, r.head) : "none"; }
 
-struct Builder {
-  Claim c;
-  Builder(std::string id, std::string source, std::string seed) {
-    c.id = std::move(id), c.source = std::move(source), c.seed = std::move(seed);
-  }
-  Builder& m(const std::string& k, double v) {
-    c.measured.push_back({k, v, ""});
-    return *this;
-  }
-  Builder& t(const std::string& k, const std::string& v) {
-    c.measured.push_back({k, 0, v.empty() ? "-" : v});
-    return *this;
-  }
-  Claim done(bool held, std::string summary, std::string criterion, std::string note = "") {
-    c.held = held, c.summary = std::move(summary), c.criterion = std::move(criterion), c.note = std::move(note);
-    return c;
-  }
-};
+using detail::Builder;
 
 double frob_rel_transpose(const float* S, int T) {  // ‖S − Sᵀ‖_F / ‖S‖_F
   double num2 = 0, den2 = 0;

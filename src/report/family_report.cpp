@@ -84,15 +84,7 @@ HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const st
 
 std::string write_family_tour_report(const an::FamilyTourResult& r, const Arch& arch, const std::string& model,
                                      const std::string& dir) {
-  namespace fs = std::filesystem;
-  const HtmlPage page = family_tour_page(r, arch, model);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) data_error(dir + ": cannot create the report directory (" + ec.message() + ")");
-  if (!fs::is_directory(dir, ec)) data_error(dir + ": not a directory");
-  const std::string path = (fs::path(dir) / "index.html").string();
-  page.write(path);
-  return path;
+  return write_page_in_dir(family_tour_page(r, arch, model), dir);
 }
 
 }  // namespace qkv::report

@@ -1,5 +1,7 @@
 #include "qkv/report/html.hpp"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -120,5 +122,16 @@ std::string HtmlPage::str() const {
 }
 
 void HtmlPage::write(const std::string& path) const { io::write_file_atomic(path, str()); }
+
+std::string write_page_in_dir(const HtmlPage& page, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) data_error(dir + ": cannot create the report directory (" + ec.message() + ")");
+  if (!fs::is_directory(dir, ec)) data_error(dir + ": not a directory");
+  const std::string path = (fs::path(dir) / "index.html").string();
+  page.write(path);
+  return path;
+}
 
 }  // namespace qkv::report

@@ -367,15 +367,7 @@ HtmlPage tour_page(const an::TourResult& r, const TourReportInfo& info) {
 }
 
 std::string write_tour_report(const an::TourResult& r, const TourReportInfo& info, const std::string& dir) {
-  namespace fs = std::filesystem;
-  const HtmlPage page = tour_page(r, info);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) data_error(dir + ": cannot create the report directory (" + ec.message() + ")");
-  if (!fs::is_directory(dir, ec)) data_error(dir + ": not a directory");
-  const std::string path = (fs::path(dir) / "index.html").string();
-  page.write(path);
-  return path;
+  return write_page_in_dir(tour_page(r, info), dir);
 }
 
 }  // namespace qkv::report

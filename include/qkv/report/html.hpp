@@ -38,4 +38,8 @@ class HtmlPage {
   std::string body_;
 };
 
+// Creates `dir` if needed and writes page as dir/index.html (atomically); returns its path. qkv::Error
+// (data) naming the directory when it cannot be created or is not a directory.
+std::string write_page_in_dir(const HtmlPage& page, const std::string& dir);
+
 }  // namespace qkv::report
