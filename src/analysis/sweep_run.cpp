@@ -260,9 +260,8 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
   for (int64_t c : mine)
     pr.windows_total += std::min<int64_t>(p.chunk_windows, p.n_windows - c * p.chunk_windows);
   const auto t0 = std::chrono::steady_clock::now();
-  int status = 0;
-  std::string what;
-  try {
+  // Every rank works through its chunks; a failure on any rank stops them all (agree, above).
+  agree(comm, [&] {
     // Threads: a small model runs one window per thread (BLIS single-threaded inside, as the trainer
     // does: a 2-layer d = 128 forward is too small to share); a large one runs its windows one after
     // another with BLIS using every thread. Either way each window's record is computed alone and the
@@ -358,14 +357,7 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
       io::write_file_atomic((out / "chunks" / (chunk_name(c) + ".json")).string(), record.dump(2) + "\n");
       res.chunks_done_here++;
     }
-  } catch (const Error& e) {
-    status = e.exit_code(), what = e.what();
-  } catch (const std::exception& e) {
-    status = 1, what = e.what();
-  }
-  const int any = comm.max(status);
-  if (status) throw Error(ErrorKind(status), what);
-  if (any) throw Error(ErrorKind(any), "another rank failed (its message is above)");
+  });
   const int any_stopped = comm.max(res.stopped ? 1 : 0);
   if (any_stopped || comm.rank != 0) {
     res.stopped = any_stopped;
