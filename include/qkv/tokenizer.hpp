@@ -73,6 +73,10 @@ class Tokenizer {
   // Whether encode(text, bos) starts with the BOS token it adds.
   bool bos_added(Bos bos) const;
   bool adds_bos() const { return bos_added(Bos::Auto); }
+  // Whether this is GPT-2's own pipeline (vocab.json + merges.txt: its regex pre-tokenizer, no
+  // normalizer, no BOS), under which text cut after "\n" between two ASCII graphic bytes encodes
+  // piecewise to the same ids as whole (the sweep streams files that way); false for tokenizer.json.
+  bool gpt2_pretokenizer() const;
   int bos_id() const;  // -1 if none (GPT-2's files: <|endoftext|> when the vocabulary has it)
   int eos_id() const;  // -1 if none
   // Words for `qkv info` and `qkv tokenize`, e.g. "Hugging Face BPE (Metaspace, byte fallback)".

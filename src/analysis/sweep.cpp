@@ -102,11 +102,14 @@ int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& t
       const io::MappedFile f = io::MappedFile::open(path);
       const char* p = reinterpret_cast<const char*>(f.data());
       const size_t n = f.size();
+      // A tokenizer.json pipeline (normalizer, Metaspace's prepended "▁", BOS) is not piecewise: each
+      // file is one document, encoded whole as Hugging Face encodes a text.
+      const size_t blk = tok.gpt2_pretokenizer() ? block : std::max<size_t>(n, 1);
       size_t pos = 0;
       while (pos < n) {
         // Cut after "\n" with an ASCII graphic byte on both sides: GPT-2's pre-tokenizer ends a word
         // there whatever follows, so pieces encode to the same ids as the whole file.
-        size_t end = std::min(n, pos + block);
+        size_t end = std::min(n, pos + blk);
         if (end < n) {
           size_t cut = end;
           while (cut > pos + 1 && !(p[cut - 1] == '\n' && ascii_graphic(p[cut - 2]) && ascii_graphic(p[cut])))
@@ -149,123 +152,261 @@ int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& t
 
 // ---- the model adapter -----------------------------------------------------------------------------
 
-struct WindowRunner::Impl {
-  const GPT2& model;
-  std::set<std::string> hooks;
-  Activations acts;
-  Trace trace;
-  bool tracing = false;
-  std::vector<std::vector<double>> M;  // [L·H][dh·dh]
-  explicit Impl(const GPT2& m) : model(m) {}
-};
-
 namespace {
 
-// E = P Γ (W_U W_Uᵀ) Γ P [d, d], W_U = wteᵀ; Γ = diag(ln_f.weight); P = I − 11ᵀ/d.
-std::vector<double> unembed_gram(const GPT2& m) {
-  const int d = m.config.n_embd, V = m.config.vocab_size;
+// W_O of a layer as dense fp32 [H·dh, d] (rows h·dh .. h·dh + dh − 1 are head h), whatever its layout.
+std::vector<float> dense_wo(const Model& m, int l) {
+  const Arch& a = m.arch;
+  const Weight& w = m.blocks[size_t(l)].wo;
+  const int q = a.q_dim(), d = a.d;
+  std::vector<float> raw(size_t(q) * d), out(size_t(q) * d);
+  w.read(0, int64_t(q) * d, raw.data());
+  if (w.in_out) return raw;  // Conv1D [in, out] = [H·dh, d]
+  for (int r = 0; r < d; r++)  // nn.Linear [out, in] = [d, H·dh]
+    for (int c = 0; c < q; c++) out[size_t(c) * d + r] = raw[size_t(r) * q + c];
+  return out;
+}
+
+// A norm's weight as the forward applies it (Gemma: 1 + w), in double.
+std::vector<double> norm_gain(const Model& m, const Weight& w) {
+  const int d = m.arch.d;
+  std::vector<float> g(static_cast<size_t>(d));
+  w.read(0, d, g.data());
+  std::vector<double> out(static_cast<size_t>(d));
+  for (int j = 0; j < d; j++) out[size_t(j)] = m.arch.norm == NormKind::RMSNormPlusOne ? 1.0 + g[size_t(j)] : double(g[size_t(j)]);
+  return out;
+}
+
+// E = P Γ (W_U W_Uᵀ) Γ P [d, d], W_U [d, V] the unembedding (lm_head, or the embedding when tied);
+// Γ = diag(final norm's gain); P = I − 11ᵀ/d for LayerNorm, I for RMSNorm (no centring).
+std::vector<double> unembed_gram(const Model& m) {
+  const int d = m.arch.d, V = m.arch.vocab_size;
+  const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;  // [V, d]
   std::vector<double> G(size_t(d) * d, 0.0), rows;
-  const float* wte = m.params.data() + m.wte;
+  std::vector<float> f;
   const int block = 2048;
   for (int v0 = 0; v0 < V; v0 += block) {
     const int nb = std::min(block, V - v0);
-    rows.assign(wte + size_t(v0) * d, wte + size_t(v0 + nb) * d);
+    f.resize(size_t(nb) * d);
+    W.read(int64_t(v0) * d, int64_t(nb) * d, f.data());
+    rows.assign(f.begin(), f.end());
     // G += rowsᵀ rows   (torch: G += W[v0:v0+nb].T @ W[v0:v0+nb])
     gemm<double>(true, false, d, d, nb, 1.0, rows.data(), d, rows.data(), d, 1.0, G.data(), d);
   }
-  const float* g = m.params.data() + m.lnf_w;
+  const std::vector<double> g = norm_gain(m, m.lnf_w);
   for (int a = 0; a < d; a++)
-    for (int b = 0; b < d; b++) G[size_t(a) * d + b] *= double(g[a]) * double(g[b]);
-  std::vector<double> rmean(size_t(d), 0.0), cmean(size_t(d), 0.0);
-  double all = 0;
-  for (int a = 0; a < d; a++)
-    for (int b = 0; b < d; b++) {
-      const double x = G[size_t(a) * d + b];
-      rmean[size_t(a)] += x / d, cmean[size_t(b)] += x / d, all += x / (double(d) * d);
-    }
-  for (int a = 0; a < d; a++)
-    for (int b = 0; b < d; b++) G[size_t(a) * d + b] += all - rmean[size_t(a)] - cmean[size_t(b)];
+    for (int b = 0; b < d; b++) G[size_t(a) * d + b] *= g[size_t(a)] * g[size_t(b)];
+  if (m.arch.norm == NormKind::LayerNorm) {
+    std::vector<double> rmean(size_t(d), 0.0), cmean(size_t(d), 0.0);
+    double all = 0;
+    for (int a = 0; a < d; a++)
+      for (int b = 0; b < d; b++) {
+        const double x = G[size_t(a) * d + b];
+        rmean[size_t(a)] += x / d, cmean[size_t(b)] += x / d, all += x / (double(d) * d);
+      }
+    for (int a = 0; a < d; a++)
+      for (int b = 0; b < d; b++) G[size_t(a) * d + b] += all - rmean[size_t(a)] - cmean[size_t(b)];
+  }
   return G;
+}
+
+// 1/σ of each row of x [T, d] as the model's norm computes it (LayerNorm: centred; RMSNorm: not), in double.
+void row_rstd(const Arch& a, const float* x, int T, int d, double* out) {
+  for (int i = 0; i < T; i++) {
+    const float* xi = x + size_t(i) * d;
+    double mu = 0, ss = 0;
+    if (a.norm == NormKind::LayerNorm) {
+      for (int j = 0; j < d; j++) mu += xi[j];
+      mu /= d;
+    }
+    for (int j = 0; j < d; j++) ss += (xi[j] - mu) * (xi[j] - mu);
+    out[i] = 1.0 / std::sqrt(ss / d + a.norm_eps);
+  }
+}
+
+// One head's detector sums etc. from its pattern A [T, T] (row-major; the masked part exact zeros).
+void head_stats(const float* A, int T, const std::vector<int>& ids, int K, double* o) {
+  // The detector's sums, in its order (row-major over the full T × T, whose masked part is exact
+  // zeros and changes no sum): hit += A ⊙ target, mass += A.
+  double mass = 0, prev = 0, dup = 0, ind = 0, ent = 0, sink = 0;
+  for (int i = 0; i < T; i++) {
+    const float* row = A + size_t(i) * T;
+    double row_ent = 0;
+    for (int j = 0; j <= i; j++) {
+      const double a = row[j];
+      mass += a;
+      if (j == i - 1) prev += a;
+      if (j < i && ids[size_t(j)] == ids[size_t(i)]) dup += a;
+      if (j >= 1 && ids[size_t(j) - 1] == ids[size_t(i)]) ind += a;  // j − 1 <= i − 1 holds
+      if (a > 0) row_ent -= a * std::log(a);
+      if (i - j <= K) o[Layout::kPerHead + (i - j)] += a;
+    }
+    if (i >= 1) ent += row_ent, sink += row[0];
+  }
+  o[Layout::kPrev] = mass > 0 ? prev / mass : 0.0;
+  o[Layout::kDup] = mass > 0 ? dup / mass : 0.0;
+  o[Layout::kInd] = mass > 0 ? ind / mass : 0.0;
+  o[Layout::kEntropy] = ent;
+  o[Layout::kSink] = sink;
 }
 
 }  // namespace
 
-WindowRunner::WindowRunner(const GPT2& model, const std::set<std::string>& hooks)
-    : impl_(std::make_unique<Impl>(model)) {
-  impl_->hooks = hooks;
-  impl_->tracing = !hooks.empty();
-  impl_->trace.want_logits = hooks.count("logits") > 0;
-  for (const auto& h : hooks)
-    if (h.rfind("blocks.", 0) == 0) impl_->trace.layers.insert(std::stoi(h.substr(7)));
-  if (impl_->tracing && impl_->trace.layers.empty())
-    impl_->trace.layers.insert(-1);  // no block, only ln_final/logits
+struct WindowRunner::Impl {
+  const Model& model;
+  std::set<std::string> save;
+  std::map<std::string, Tensor> saved;
+  RunState st;
+  std::vector<std::vector<double>> M;      // [L·H][dh·dh]
+  std::vector<std::vector<float>> Wo;      // Gemma 2 only: dense W_O per layer [H·dh, d]
+  std::vector<std::vector<double>> qf;     // [L·H][T]: z M zᵀ of the last run
+  std::vector<std::vector<double>> rpost;  // [L][T]: Gemma 2's post-attention rstd of the last run
+  std::vector<double> rstd_f;              // [T]
+  std::vector<float> y;                    // scratch
+  explicit Impl(const Model& m) : model(m) {}
+};
 
-  const int L = model.config.n_layer, H = model.config.n_head, d = model.config.n_embd,
-            dh = model.config.head_dim();
+WindowRunner::WindowRunner(const Model& model, const std::set<std::string>& hooks)
+    : impl_(std::make_unique<Impl>(model)) {
+  impl_->save = hooks;
+  const Arch& a = model.arch;
+  const int L = a.n_layer, H = a.H, d = a.d, dh = a.dh;
   const std::vector<double> E = unembed_gram(model);
   impl_->M.resize(size_t(L) * H);
+  impl_->qf.resize(size_t(L) * H);
+  if (a.post_norms) impl_->Wo.resize(size_t(L)), impl_->rpost.resize(size_t(L));
   std::vector<double> Wo(size_t(dh) * d), B(size_t(dh) * d);
   for (int l = 0; l < L; l++) {
-    const float* W_O = model.attention(l, model.params.data()).W_O;  // [d, d], rows h·dh.. are head h
+    std::vector<float> W_O = dense_wo(model, l);
+    std::vector<double> gp;
+    if (a.post_norms) gp = norm_gain(model, model.blocks[size_t(l)].post_attn_w);
     for (int h = 0; h < H; h++) {
-      Wo.assign(W_O + size_t(h) * dh * d, W_O + size_t(h + 1) * dh * d);
+      Wo.assign(W_O.begin() + long(h) * dh * d, W_O.begin() + long(h + 1) * dh * d);
+      if (a.post_norms)  // Γ_post folded into W_O^h: the head's output as the post-norm scales it
+        for (int r = 0; r < dh; r++)
+          for (int j = 0; j < d; j++) Wo[size_t(r) * d + j] *= gp[size_t(j)];
       // M_h = W_O^h E W_O^hᵀ [dh, dh]
       gemm<double>(false, false, dh, d, d, 1.0, Wo.data(), d, E.data(), d, 0.0, B.data(), d);
       auto& M = impl_->M[size_t(l) * H + h];
       M.assign(size_t(dh) * dh, 0.0);
       gemm<double>(false, true, dh, dh, d, 1.0, B.data(), d, Wo.data(), d, 0.0, M.data(), dh);
     }
+    if (a.post_norms) impl_->Wo[size_t(l)] = std::move(W_O);
   }
 }
 
 WindowRunner::~WindowRunner() = default;
 int WindowRunner::n_layer() const {
-  return impl_->model.config.n_layer;
+  return impl_->model.arch.n_layer;
 }
 int WindowRunner::n_head() const {
-  return impl_->model.config.n_head;
+  return impl_->model.arch.H;
 }
 
-void WindowRunner::run(const std::vector<int>& ids) {
-  forward(impl_->model, ids, impl_->acts, impl_->tracing ? &impl_->trace : nullptr);
-}
-
-const float* WindowRunner::pattern(int l) const {
-  return impl_->acts.attn[size_t(l)].A.data();
+void WindowRunner::run(const std::vector<int>& ids, const Layout& lay, std::vector<double>& out) {
+  Impl& I = *impl_;
+  const Arch& a = I.model.arch;
+  const int T = int(ids.size()), K = lay.K, H = a.H, dh = a.dh, d = a.d, L = a.n_layer;
+  if (lay.L != L || lay.H != H) usage_error("sweep: the record's layout is not this model's");
+  out.assign(lay.size(), 0.0);
+  out[0] = 1, out[1] = T, out[2] = T - 1;
+  for (int k = 0; k <= K; k++) out[size_t(3 + k)] = std::max(0, T - k);
+  I.saved.clear();
+  I.rstd_f.assign(size_t(T), 0.0);
+  const std::string last = "blocks." + std::to_string(L - 1) + ".hook_resid_post";
+  // Threads over heads only where there is work enough to pay for waking them (GPT-2 small at
+  // T = 1024: 12 M pattern entries per layer; the bundled model at T = 128: 66 k, faster on one).
+  const bool threads = double(T) * T * H >= 2e6;
+  Hooks hk;
+  hk.wants = [&](const std::string& n) {
+    return I.save.count(n) || n == last || n.find(".attn.hook_pattern") != std::string::npos ||
+           n.find(".attn.hook_z") != std::string::npos;
+  };
+  hk.fn = [&](const std::string& n, ActView v) {
+    if (I.save.count(n)) {
+      Tensor t(v.shape);
+      std::copy_n(v.data, v.numel(), t.data());
+      I.saved[n] = std::move(t);
+    }
+    if (n.rfind("blocks.", 0) != 0) return;
+    const int l = std::stoi(n.substr(7));
+    if (n.find(".attn.hook_pattern") != std::string::npos) {  // A [H, T, T]
+      const float* A = v.data;
+#pragma omp parallel for schedule(dynamic, 1) if (threads)
+      for (int h = 0; h < H; h++) head_stats(A + size_t(h) * T * T, T, ids, K, out.data() + lay.head(l, h));
+    } else if (n.find(".attn.hook_z") != std::string::npos) {  // z [T, H, dh]
+      const float* z = v.data;
+#pragma omp parallel for schedule(dynamic, 1) if (threads)
+      for (int h = 0; h < H; h++) {
+        const std::vector<double>& M = I.M[size_t(l) * H + h];
+        std::vector<double>& q = I.qf[size_t(l) * H + h];
+        q.assign(size_t(T), 0.0);
+        for (int i = 0; i < T; i++) {
+          const float* zi = z + (size_t(i) * H + h) * dh;
+          double s = 0;
+          for (int r = 0; r < dh; r++) {
+            double row = 0;
+            for (int c = 0; c < dh; c++) row += M[size_t(r) * dh + c] * double(zi[c]);
+            s += double(zi[r]) * row;
+          }
+          q[size_t(i)] = s;
+        }
+      }
+      if (a.post_norms) {  // the attention output before its norm: y = z · W_O (+ b_O); rstd of each row
+        I.y.assign(size_t(T) * d, 0.0f);
+        const Weight& bo = I.model.blocks[size_t(l)].bo;
+        if (bo.present())
+          for (int i = 0; i < T; i++) bo.read(0, d, I.y.data() + size_t(i) * d);
+        gemm<float>(false, false, T, d, H * dh, 1.0f, z, H * dh, I.Wo[size_t(l)].data(), d, 1.0f, I.y.data(), d);
+        I.rpost[size_t(l)].assign(size_t(T), 0.0);
+        Arch rms = a;
+        rms.norm = NormKind::RMSNorm;
+        row_rstd(rms, I.y.data(), T, d, I.rpost[size_t(l)].data());
+      }
+    } else if (n == last) {
+      row_rstd(a, v.data, T, d, I.rstd_f.data());
+    }
+  };
+  RunOptions o;
+  o.hooks = &hk;
+  o.materialise_all = true;  // as `qkv dump`: a saved activation equals dump's for the same window
+  // The statistics end at the last block's residual (rstd_f is computed from it): the unembedding — a
+  // quarter of GPT-2 small's FLOPs at T = 1024 — runs only when its outputs are saved.
+  if (!I.save.count("logits") && !I.save.count("ln_final.hook_normalized")) o.stop_at_layer = L - 1;
+  qkv::run(I.model, ids, I.st, o);
+  std::vector<double> dla(static_cast<size_t>(T));
+  for (int l = 0; l < L; l++)
+    for (int h = 0; h < H; h++) {
+      dla_norms(l, h, dla.data());
+      double s = 0;
+      for (double x : dla) s += x;
+      out[lay.head(l, h) + Layout::kDla] = s;
+    }
 }
 
 void WindowRunner::dla_norms(int l, int h, double* dla) const {
-  const int T = impl_->acts.T, dh = impl_->model.config.head_dim(), H = impl_->model.config.n_head;
-  const std::vector<double>& M = impl_->M[size_t(l) * H + h];
-  const float* z = impl_->acts.attn[size_t(l)].z.data() + size_t(h) * T * dh;  // [H, T, dh]
-  for (int i = 0; i < T; i++) {
-    const float* zi = z + size_t(i) * dh;
-    double q = 0;
-    for (int a = 0; a < dh; a++) {
-      double row = 0;
-      for (int b = 0; b < dh; b++) row += M[size_t(a) * dh + b] * double(zi[b]);
-      q += double(zi[a]) * row;
-    }
-    dla[i] = double(impl_->acts.lnf_rstd[size_t(i)]) * std::sqrt(std::max(q, 0.0));
+  const Impl& I = *impl_;
+  const std::vector<double>& q = I.qf[size_t(l) * I.model.arch.H + h];
+  for (size_t i = 0; i < q.size(); i++) {
+    double r = I.rstd_f[i];
+    if (I.model.arch.post_norms) r *= I.rpost[size_t(l)][i];
+    dla[i] = r * std::sqrt(std::max(q[i], 0.0));
   }
 }
 
 const Tensor& WindowRunner::hook(const std::string& name) const {
-  auto it = impl_->trace.acts.find(name);
-  if (it == impl_->trace.acts.end()) usage_error("hook " + name + " was not recorded");
+  auto it = impl_->saved.find(name);
+  if (it == impl_->saved.end()) usage_error("hook " + name + " was not recorded");
   return it->second;
 }
 
-std::map<std::string, std::vector<int64_t>> hook_shapes(const GPT2& model, int T) {
+std::map<std::string, std::vector<int64_t>> hook_shapes(const Model& model, int T) {
   // Trace T = 1 and T = 2 tokens: the dimensions that change are the ones that are T.
-  Activations acts;
-  Trace t1, t2;
-  forward(model, std::vector<int>(1, 0), acts, &t1);
-  forward(model, std::vector<int>(2, 0), acts, &t2);
+  const auto t1 = run_with_cache(model, std::vector<int>(1, 0)), t2 = run_with_cache(model, std::vector<int>(2, 0));
   std::map<std::string, std::vector<int64_t>> out;
-  for (const auto& [name, a] : t1.acts) {
+  for (const auto& [name, a] : t1) {
     std::vector<int64_t> s = a.shape();
-    const auto& s2 = t2.acts.at(name).shape();
+    const auto& s2 = t2.at(name).shape();
     for (size_t i = 0; i < s.size(); i++)
       if (s2[i] != s[i]) s[i] = T;
     out[name] = s;
@@ -273,17 +414,22 @@ std::map<std::string, std::vector<int64_t>> hook_shapes(const GPT2& model, int T
   return out;
 }
 
-std::string model_hash(const GPT2& m) {
+std::string model_hash(const Model& m) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const void* p, size_t n) {
     const unsigned char* b = static_cast<const unsigned char*>(p);
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
   };
-  const GPT2Config& c = m.config;
-  const int64_t cfg[] = {c.vocab_size, c.n_positions, c.n_embd, c.n_layer, c.n_head, c.n_inner, c.attn_only};
-  mix(cfg, sizeof cfg);
-  mix(&c.layer_norm_epsilon, sizeof c.layer_norm_epsilon);
-  mix(m.params.data(), m.params.size() * sizeof(float));
+  const std::string arch = m.arch.to_json().dump();
+  mix(arch.data(), arch.size());
+  for (const TensorSpec& t : m.table) {
+    const Weight& w = m.weight(t.name);
+    const int type = int(w.type);
+    mix(t.name.data(), t.name.size());
+    mix(&type, sizeof type);
+    mix(w.shape.data(), w.shape.size() * sizeof(int64_t));
+    mix(w.data, size_t(w.numel()) * (w.type == WeightType::F32 ? 4 : 2));
+  }
   std::ostringstream s;
   s << std::hex << std::setw(16) << std::setfill('0') << h;
   return s.str();
@@ -291,48 +437,8 @@ std::string model_hash(const GPT2& m) {
 
 // ---- one window's record ---------------------------------------------------------------------------
 
-void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& lay,
-                   std::vector<double>& out) {
-  const int T = int(ids.size()), K = lay.K, L = lay.L, H = lay.H;
-  out.assign(lay.size(), 0.0);
-  out[0] = 1, out[1] = T, out[2] = T - 1;
-  for (int k = 0; k <= K; k++) out[size_t(3 + k)] = std::max(0, T - k);
-  // Threads only where there is work enough to pay for waking them (GPT-2 small at T = 1024: 150 M
-  // pattern entries per window; the bundled model at T = 128: 131 k, faster on one thread).
-  const bool threads = double(T) * T * L * H >= 4e6;
-#pragma omp parallel for schedule(dynamic, 1) if (threads)
-  for (int lh = 0; lh < L * H; lh++) {
-    const int l = lh / H, h = lh % H;
-    const float* A = r.pattern(l) + size_t(h) * T * T;
-    double* o = out.data() + lay.head(l, h);
-    // The detector's sums, in its order (row-major over the full T × T, whose masked part is exact
-    // zeros and changes no sum): hit += A ⊙ target, mass += A.
-    double mass = 0, prev = 0, dup = 0, ind = 0, ent = 0, sink = 0;
-    for (int i = 0; i < T; i++) {
-      const float* row = A + size_t(i) * T;
-      double row_ent = 0;
-      for (int j = 0; j <= i; j++) {
-        const double a = row[j];
-        mass += a;
-        if (j == i - 1) prev += a;
-        if (j < i && ids[size_t(j)] == ids[size_t(i)]) dup += a;
-        if (j >= 1 && ids[size_t(j) - 1] == ids[size_t(i)]) ind += a;  // j − 1 <= i − 1 holds
-        if (a > 0) row_ent -= a * std::log(a);
-        if (i - j <= K) o[Layout::kPerHead + (i - j)] += a;
-      }
-      if (i >= 1) ent += row_ent, sink += row[0];
-    }
-    o[Layout::kPrev] = mass > 0 ? prev / mass : 0.0;
-    o[Layout::kDup] = mass > 0 ? dup / mass : 0.0;
-    o[Layout::kInd] = mass > 0 ? ind / mass : 0.0;
-    o[Layout::kEntropy] = ent;
-    o[Layout::kSink] = sink;
-    std::vector<double> dla(static_cast<size_t>(T));
-    r.dla_norms(l, h, dla.data());
-    double s = 0;
-    for (double x : dla) s += x;
-    o[Layout::kDla] = s;
-  }
+void window_record(WindowRunner& r, const std::vector<int>& ids, const Layout& lay, std::vector<double>& out) {
+  r.run(ids, lay, out);
 }
 
 Stats finalize(const Layout& lay, const std::vector<double>& t) {

@@ -12,7 +12,6 @@
 
 #include "qkv/analysis/sweep.hpp"
 #include "qkv/error.hpp"
-#include "qkv/inference.hpp"
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
@@ -109,12 +108,12 @@ std::vector<double> reduce_chunks(const std::string& out, const Plan& plan, cons
   return total;
 }
 
-RunResult run_sweep(const GPT2& model, const std::string& model_path, const std::optional<Tokenizer>& tok,
+RunResult run_sweep(const Model& model, const std::string& model_path, const std::optional<Tokenizer>& tok,
                     const Options& o, const Comm& comm, const std::function<void(const Progress&)>& progress,
                     const volatile int* stop) {
   RunResult res;
   Plan& p = res.plan;
-  const GPT2Config& cfg = model.config;
+  const Arch& cfg = model.arch;
   const fs::path out(o.out);
   std::map<std::string, std::vector<int64_t>> shapes;
 
@@ -124,13 +123,13 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
       usage_error("give either --corpus FILE… or --tokens-file FILE…");
     if (!o.corpus.empty() && !tok)
       usage_error(model_path +
-                  " has no tokenizer beside it (vocab.json + merges.txt); give --tokens-file instead");
+                  " has no tokenizer beside it (tokenizer.json, or vocab.json + merges.txt); give --tokens-file instead");
     for (const auto& f : o.corpus.empty() ? o.tokens_files : o.corpus) io::MappedFile::open(f);  // readable?
-    p.window = o.window ? o.window : cfg.n_positions;
+    p.window = o.window ? o.window : cfg.n_ctx;
     if (p.window < 1) usage_error("--window must be >= 1");
-    if (p.window > cfg.n_positions)
+    if (p.window > cfg.n_ctx)
       usage_error("--window " + std::to_string(p.window) + " is longer than the model's context (" +
-                  std::to_string(cfg.n_positions) + " positions)");
+                  std::to_string(cfg.n_ctx) + " positions)");
     p.stride = o.stride ? o.stride : p.window;
     if (p.stride < 1) usage_error("--stride must be >= 1");
     if (o.max_offset < 0) usage_error("--max-offset must be >= 0");
@@ -254,7 +253,7 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
   }
   comm.barrier();  // every rank has listed the done chunks before any rank adds one
 
-  const Layout lay{cfg.n_layer, cfg.n_head, p.max_offset};
+  const Layout lay{cfg.n_layer, cfg.H, p.max_offset};
   const std::set<std::string> hooks(p.save.begin(), p.save.end());
   Progress pr;
   for (int64_t c : mine)
@@ -266,7 +265,7 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
     // does: a 2-layer d = 128 forward is too small to share); a large one runs its windows one after
     // another with BLIS using every thread. Either way each window's record is computed alone and the
     // records are summed in window order, so the thread count changes no bit.
-    const bool per_window = forward_flops(cfg, p.window) < 1e9;
+    const bool per_window = lm_forward_flops(cfg, p.window) < 1e9;
     const int nt = per_window ? std::max(1, omp_get_max_threads()) : 1;
     std::vector<std::unique_ptr<WindowRunner>> runners;
     for (int t = 0; t < nt; t++) runners.push_back(std::make_unique<WindowRunner>(model, hooks));
@@ -297,7 +296,6 @@ RunResult run_sweep(const GPT2& model, const std::string& model_path, const std:
           WindowRunner& runner = *runners[size_t(tid)];
           std::vector<int>& wid = ids[size_t(tid)];
           corpus.read(w * p.stride, p.window, cfg.vocab_size, wid.data());
-          runner.run(wid);
           window_record(runner, wid, lay, recs[size_t(w - w0)]);
           for (const auto& h : p.save) {
             const Tensor& t = runner.hook(h);

@@ -440,6 +440,10 @@ std::vector<int> Tokenizer::encode(std::string_view utf8_text, Bos bos) const {
   return ids;
 }
 
+bool Tokenizer::gpt2_pretokenizer() const {
+  return !impl_->hf;
+}
+
 bool Tokenizer::bos_added(Bos bos) const {
   if (bos == Bos::No) return false;
   if (bos == Bos::Yes) return true;

@@ -13,7 +13,12 @@
 #include <fstream>
 #include <random>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/arch.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/error.hpp"
 
 namespace fs = std::filesystem;
@@ -23,9 +28,32 @@ using namespace qkv::analysis::sweep;
 
 namespace {
 
-const GPT2& bundled() {
-  static const GPT2 m = load_model(std::string(QKV_SOURCE_DIR) + "/models/induction");
+const Model& bundled() {
+  static const Model m = load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction");
   return m;
+}
+
+// A random checkpoint of a family (qkv init --arch TYPE --preset tiny), weights large enough that
+// patterns are not uniform.
+const Model& family(const std::string& type) {
+  static std::map<std::string, Model> cache;
+  auto it = cache.find(type);
+  if (it != cache.end()) return it->second;
+  nlohmann::json cfg = default_config(type, "tiny");
+  cfg["initializer_range"] = 0.2;
+  const std::string dir =
+      (fs::temp_directory_path() / ("qkv_sweep_test_" + std::to_string(::getpid()) + "_" + type)).string();
+  write_random_checkpoint(dir, cfg, WeightType::F32, 1, 11);
+  Model m = load_lm(dir);
+  return cache.emplace(type, std::move(m)).first->second;
+}
+
+// The models the record is checked on: GPT-2 (the bundled model), and every other family.
+std::vector<const Model*> models() {
+  std::vector<const Model*> out{&bundled()};
+  for (const std::string& type : supported_model_types())
+    if (type != "gpt2") out.push_back(&family(type));
+  return out;
 }
 
 // T ids: 32 random ones, the same 32 again, then ids below 16 (which repeat by chance).
@@ -52,98 +80,149 @@ void write_bytes(const std::string& path, const void* p, size_t n) {
 }  // namespace
 
 TEST(Sweep, WindowRecordEqualsTheDetectorAndDirectSums) {
-  const GPT2& m = bundled();
-  const int T = 128, L = m.config.n_layer, H = m.config.n_head, K = 5;
-  const std::vector<int> ids = window_ids(T, m.config.vocab_size, 7);
-  WindowRunner r(m, {});
-  r.run(ids);
-  const Layout lay{L, H, K};
-  std::vector<double> rec;
-  window_record(r, ids, lay, rec);
-  ASSERT_EQ(rec.size(), lay.size());
-  EXPECT_EQ(rec[0], 1);
-  EXPECT_EQ(rec[1], T);
-  EXPECT_EQ(rec[2], T - 1);
-  for (int k = 0; k <= K; k++) EXPECT_EQ(rec[size_t(3 + k)], T - k);
-  const auto prev = previous_token_target(T), dup = duplicate_token_target(ids), ind = induction_target(ids);
-  for (int l = 0; l < L; l++)
-    for (int h = 0; h < H; h++) {
-      const float* A = r.pattern(l) + size_t(h) * T * T;
-      const double* o = rec.data() + lay.head(l, h);
-      // Same sums in the same order: equal to the last bit.
-      EXPECT_EQ(o[Layout::kPrev], detector_score(A, prev, T)) << l << "." << h;
-      EXPECT_EQ(o[Layout::kDup], detector_score(A, dup, T)) << l << "." << h;
-      EXPECT_EQ(o[Layout::kInd], detector_score(A, ind, T)) << l << "." << h;
-      double ent = 0, sink = 0;
-      std::vector<double> off(size_t(K) + 1, 0.0);
-      for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) {
-          const double a = A[size_t(i) * T + j];
-          if (j > i) {
-            EXPECT_EQ(a, 0.0);
-            continue;
+  for (const Model* mp : models()) {
+    const Model& m = *mp;
+    SCOPED_TRACE(m.arch.model_type);
+    const int T = std::min(m.arch.n_ctx, 128), L = m.arch.n_layer, H = m.arch.H, K = 5;
+    const std::vector<int> ids = window_ids(T, m.arch.vocab_size, 7);
+    WindowRunner r(m, {});
+    const Layout lay{L, H, K};
+    std::vector<double> rec;
+    window_record(r, ids, lay, rec);
+    ASSERT_EQ(rec.size(), lay.size());
+    EXPECT_EQ(rec[0], 1);
+    EXPECT_EQ(rec[1], T);
+    EXPECT_EQ(rec[2], T - 1);
+    for (int k = 0; k <= K; k++) EXPECT_EQ(rec[size_t(3 + k)], T - k);
+    // The patterns as `qkv dump` records them (the same materialised forward).
+    const auto acts = run_with_cache(m, ids, [](const std::string& n) { return n.find("hook_pattern") != std::string::npos; });
+    const auto prev = previous_token_target(T), dup = duplicate_token_target(ids), ind = induction_target(ids);
+    for (int l = 0; l < L; l++)
+      for (int h = 0; h < H; h++) {
+        const float* A = acts.at("blocks." + std::to_string(l) + ".attn.hook_pattern").data() + size_t(h) * T * T;
+        const double* o = rec.data() + lay.head(l, h);
+        // Same sums in the same order: equal to the last bit.
+        EXPECT_EQ(o[Layout::kPrev], detector_score(A, prev, T)) << l << "." << h;
+        EXPECT_EQ(o[Layout::kDup], detector_score(A, dup, T)) << l << "." << h;
+        EXPECT_EQ(o[Layout::kInd], detector_score(A, ind, T)) << l << "." << h;
+        double ent = 0, sink = 0;
+        std::vector<double> off(size_t(K) + 1, 0.0);
+        for (int i = 0; i < T; i++)
+          for (int j = 0; j < T; j++) {
+            const double a = A[size_t(i) * T + j];
+            if (j > i) {
+              EXPECT_EQ(a, 0.0);
+              continue;
+            }
+            if (i >= 1 && a > 0) ent -= a * std::log(a);
+            if (i >= 1 && j == 0) sink += a;
+            if (i - j <= K) off[size_t(i - j)] += a;
           }
-          if (i >= 1 && a > 0) ent -= a * std::log(a);
-          if (i >= 1 && j == 0) sink += a;
-          if (i - j <= K) off[size_t(i - j)] += a;
-        }
-      EXPECT_NEAR(o[Layout::kEntropy], ent, 1e-9 * T);
-      EXPECT_NEAR(o[Layout::kSink], sink, 1e-12 * T);
-      for (int k = 0; k <= K; k++) EXPECT_NEAR(o[Layout::kPerHead + k], off[size_t(k)], 1e-12 * T);
+        EXPECT_NEAR(o[Layout::kEntropy], ent, 1e-9 * T);
+        EXPECT_NEAR(o[Layout::kSink], sink, 1e-12 * T);
+        for (int k = 0; k <= K; k++) EXPECT_NEAR(o[Layout::kPerHead + k], off[size_t(k)], 1e-12 * T);
+      }
+    if (&m == &bundled()) {  // the circuit is visible in one repeated window
+      EXPECT_GT(rec[lay.head(0, 1) + Layout::kPrev], 0.8);
+      EXPECT_GT(rec[lay.head(1, 0) + Layout::kInd], 0.2);
     }
-  // The circuit is visible in one repeated window: 0.1 previous-token, 1.x induction.
-  EXPECT_GT(rec[lay.head(0, 1) + Layout::kPrev], 0.8);
-  EXPECT_GT(rec[lay.head(1, 0) + Layout::kInd], 0.2);
+  }
 }
 
+// The DLA norm through the vocabulary, computed outright in double from the run's own z and final
+// residual: y = z_h W_O^h; (Gemma 2: y ⊙ γ_post · rstd_post, rstd_post of the whole attention output
+// Σ_h z_h W_O^h + b_O); u = P y ⊙ γ_f · rstd_f (P centres for LayerNorm only); logits = u W_Uᵀ.
 TEST(Sweep, DlaNormEqualsTheLogitsComputedOutright) {
-  const GPT2& m = bundled();
-  const int T = 40, d = m.config.n_embd, H = m.config.n_head, dh = m.config.head_dim(),
-            V = m.config.vocab_size;
-  const std::vector<int> ids = window_ids(T, V, 3);
-  WindowRunner r(m, {});
-  r.run(ids);
-  Activations acts;
-  forward(m, ids, acts);
-  const float* wte = m.params.data() + m.wte;
-  const float* gamma = m.params.data() + m.lnf_w;
-  for (int l = 0; l < m.config.n_layer; l++) {
-    const float* W_O = m.attention(l, m.params.data()).W_O;
-    for (int h = 0; h < H; h++) {
-      std::vector<double> fast(static_cast<size_t>(T));
-      r.dla_norms(l, h, fast.data());
-      for (int i = 0; i < T; i += 7) {
-        // y = z_h[i] · W_O^h; u = (y − mean y) ⊙ γ · rstd; logits = u · wteᵀ; ‖logits‖₂
-        const float* z = acts.attn[size_t(l)].z.data() + (size_t(h) * T + i) * dh;
-        std::vector<double> y(size_t(d), 0.0);
-        for (int a = 0; a < dh; a++)
-          for (int b = 0; b < d; b++) y[size_t(b)] += double(z[a]) * W_O[(size_t(h) * dh + a) * d + b];
-        double mean = 0;
-        for (double v : y) mean += v / d;
-        const double rstd = acts.lnf_rstd[size_t(i)];
-        double norm2 = 0;
-        for (int v = 0; v < V; v++) {
-          double logit = 0;
-          for (int b = 0; b < d; b++)
-            logit += (y[size_t(b)] - mean) * gamma[b] * rstd * wte[size_t(v) * d + b];
-          norm2 += logit * logit;
+  for (const Model* mp : models()) {
+    const Model& m = *mp;
+    const Arch& a = m.arch;
+    SCOPED_TRACE(a.model_type);
+    const int T = 24, d = a.d, H = a.H, dh = a.dh, V = a.vocab_size, L = a.n_layer;
+    const std::vector<int> ids = window_ids(T, V, 3);
+    WindowRunner r(m, {});
+    std::vector<double> rec;
+    window_record(r, ids, Layout{L, H, 2}, rec);
+    const auto acts = run_with_cache(m, ids);
+    const float* xf = acts.at("blocks." + std::to_string(L - 1) + ".hook_resid_post").data();
+    auto gain = [&](const Weight& w) {
+      std::vector<float> g(static_cast<size_t>(d));
+      w.read(0, d, g.data());
+      std::vector<double> o(g.begin(), g.end());
+      if (a.norm == NormKind::RMSNormPlusOne)
+        for (double& x : o) x += 1;
+      return o;
+    };
+    auto rstd = [&](const double* x, bool centre) {
+      double mu = 0, ss = 0;
+      if (centre)
+        for (int j = 0; j < d; j++) mu += x[j] / d;
+      for (int j = 0; j < d; j++) ss += (x[j] - mu) * (x[j] - mu);
+      return 1 / std::sqrt(ss / d + a.norm_eps);
+    };
+    const bool ln = a.norm == NormKind::LayerNorm;
+    const std::vector<double> gf = gain(m.lnf_w);
+    const Weight& WU = m.lm_head.present() ? m.lm_head : m.wte;
+    std::vector<float> wu(size_t(V) * d);
+    WU.read(0, int64_t(V) * d, wu.data());
+    for (int l = 0; l < L; l++) {
+      const Weight& wo = m.blocks[size_t(l)].wo;
+      std::vector<float> W(size_t(wo.numel()));
+      wo.read(0, wo.numel(), W.data());
+      // W_O[c][j]: input coordinate c = h·dh + r, output j
+      auto WO = [&](int c, int j) { return double(wo.in_out ? W[size_t(c) * d + j] : W[size_t(j) * H * dh + c]); };
+      const float* z = acts.at("blocks." + std::to_string(l) + ".attn.hook_z").data();  // [T, H, dh]
+      const std::vector<double> gp = a.post_norms ? gain(m.blocks[size_t(l)].post_attn_w) : std::vector<double>();
+      for (int h = 0; h < H; h++) {
+        std::vector<double> fast(static_cast<size_t>(T));
+        r.dla_norms(l, h, fast.data());
+        for (int i = 0; i < T; i += 5) {
+          std::vector<double> y(size_t(d), 0.0), all(size_t(d), 0.0), x(size_t(d), 0.0);
+          for (int c = 0; c < H * dh; c++)
+            for (int j = 0; j < d; j++) {
+              const double t = double(z[size_t(i) * H * dh + c]) * WO(c, j);
+              all[size_t(j)] += t;
+              if (c / dh == h) y[size_t(j)] += t;
+            }
+          if (a.post_norms) {
+            if (m.blocks[size_t(l)].bo.present()) {
+              std::vector<float> b(static_cast<size_t>(d));
+              m.blocks[size_t(l)].bo.read(0, d, b.data());
+              for (int j = 0; j < d; j++) all[size_t(j)] += b[size_t(j)];
+            }
+            const double rp = rstd(all.data(), false);
+            for (int j = 0; j < d; j++) y[size_t(j)] *= gp[size_t(j)] * rp;
+          }
+          for (int j = 0; j < d; j++) x[size_t(j)] = xf[size_t(i) * d + j];
+          const double rf = rstd(x.data(), ln);
+          double mean = 0;
+          if (ln)
+            for (double v : y) mean += v / d;
+          double norm2 = 0;
+          for (int v = 0; v < V; v++) {
+            double logit = 0;
+            for (int j = 0; j < d; j++) logit += (y[size_t(j)] - mean) * gf[size_t(j)] * rf * wu[size_t(v) * d + j];
+            norm2 += logit * logit;
+          }
+          // Gemma 2's rstd_post comes from the attention output the runner forms in fp32 (a float GEMM, as
+          // the forward's): 1e-6 there; everything else is double throughout.
+          const double rel = a.post_norms ? 1e-6 : 1e-9;
+          EXPECT_NEAR(fast[size_t(i)], std::sqrt(norm2), rel * std::sqrt(norm2) + 1e-12) << l << "." << h << " row " << i;
         }
-        EXPECT_NEAR(fast[size_t(i)], std::sqrt(norm2), 1e-9 * std::sqrt(norm2) + 1e-12)
-            << l << "." << h << " row " << i;
       }
     }
   }
 }
 
 TEST(Sweep, HookShapesAreWhatTheTraceRecords) {
-  const GPT2& m = bundled();
-  const int T = 9;
-  const auto shapes = hook_shapes(m, T);
-  Activations acts;
-  Trace tr;
-  forward(m, std::vector<int>(size_t(T), 3), acts, &tr);
-  ASSERT_EQ(shapes.size(), tr.acts.size());
-  for (const auto& [name, t] : tr.acts) EXPECT_EQ(shapes.at(name), t.shape()) << name;
+  for (const Model* mp : models()) {
+    const Model& m = *mp;
+    SCOPED_TRACE(m.arch.model_type);
+    const int T = 9;
+    const auto shapes = hook_shapes(m, T);
+    const auto acts = run_with_cache(m, std::vector<int>(size_t(T), 3));
+    ASSERT_EQ(shapes.size(), acts.size());
+    for (const auto& [name, t] : acts) EXPECT_EQ(shapes.at(name), t.shape()) << name;
+  }
 }
 
 TEST(Sweep, StreamedTokenizationEqualsTheWholeText) {
@@ -166,6 +245,61 @@ TEST(Sweep, StreamedTokenizationEqualsTheWholeText) {
     EXPECT_EQ(got, expected) << "block " << block;
   }
   fs::remove(path), fs::remove(out);
+}
+
+// A tokenizer.json pipeline is not piecewise (Metaspace prepends "▁" to each text it is given, the
+// template adds BOS): every file is encoded whole, as one document, whatever the block size.
+TEST(Sweep, TokenizerJsonFilesAreEncodedWhole) {
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = b + 3;
+  }
+  int id = 259;
+  for (const char* t : {"▁", "a", "b", "▁a", "ab", "▁ab"}) vocab[t] = id++;
+  auto special = [](int i, const char* c) {
+    return nlohmann::json{{"id", i}, {"content", c}, {"single_word", false}, {"lstrip", false},
+                          {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const nlohmann::json tj = {
+      {"version", "1.0"},
+      {"added_tokens", {special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", "▁"}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", nlohmann::json::array()},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder", nullptr},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
+        {"vocab", vocab}, {"merges", {"▁ a", "a b", "▁a b"}}}}};
+  const std::string tpath = temp_path("tokenizer.json");
+  const std::string tjs = tj.dump();
+  write_bytes(tpath, tjs.data(), tjs.size());
+  const Tokenizer tok = Tokenizer::from_hf_json(tpath);
+  ASSERT_FALSE(tok.gpt2_pretokenizer());
+  const std::string text = "ab a\nab\nb ab a\n\nab ab\n";
+  const std::string path = temp_path("sp.txt"), out = temp_path("sp.tokens");
+  write_bytes(path, text.data(), text.size());
+  std::vector<int> expected = tok.encode(text);
+  ASSERT_EQ(expected[0], 1);  // <s>
+  expected.insert(expected.end(), expected.begin(), expected.end());  // the file twice: two documents
+  for (size_t block : {size_t(1), size_t(5), size_t(1) << 20}) {
+    const int64_t n = tokenize_files({path, path}, tok, TokenDtype::U16, out, block);
+    ASSERT_EQ(n, int64_t(expected.size())) << "block " << block;
+    const Corpus c = Corpus::open({out}, TokenDtype::U16);
+    std::vector<int> got(expected.size());
+    c.read(0, int(got.size()), tok.vocab_size(), got.data());
+    EXPECT_EQ(got, expected) << "block " << block;
+  }
+  fs::remove(path), fs::remove(out), fs::remove(tpath);
 }
 
 TEST(Sweep, TokenFilesRawAndLlmc) {

@@ -23,6 +23,9 @@ QKV = os.environ.get("QKV_BIN")
 TOKENS = os.environ.get("QKV_SWEEP_TOKENS")
 needs_sweep = pytest.mark.skipif(not (F32 and BF16 and QKV and TOKENS),
                                  reason="run by tests/cli/sweep_test.sh, which makes the stores")
+needs_f32_store = pytest.mark.skipif(not (F32 and QKV and TOKENS),
+                                     reason="run by tests/cli/sweep_test.sh, which makes the stores")
+TOKEN_DTYPE = np.uint32 if os.environ.get("QKV_SWEEP_TOKEN_DTYPE") == "uint32" else np.uint16
 
 
 def test_bf16_widening_matches_torch():
@@ -81,17 +84,20 @@ def test_hand_made_store(tmp_path, with_manifest):
         s.shards("nope")
 
 
-@needs_sweep
+@needs_f32_store
 def test_windows_equal_qkv_dump(tmp_path):
     s = Store(F32)
-    tokens = np.fromfile(TOKENS, dtype=np.uint16)
+    tokens = np.fromfile(TOKENS, dtype=TOKEN_DTYPE)
     n = s.manifest["n_windows"]
-    assert s.hooks == ["blocks.0.attn.hook_z", "blocks.1.hook_resid_post"]
+    model = os.environ.get("QKV_SWEEP_MODEL", "")  # the checkpoint swept (default: the bundled model)
+    if not model:
+        assert s.hooks == ["blocks.0.attn.hook_z", "blocks.1.hook_resid_post"]
     by_window = {h: {w: (t, x) for w, t, x in s.iter_windows(h) if w in (0, 17, n - 1)} for h in s.hooks}
     for w in (0, 17, n - 1):
         ids = tokens[w * s.stride: w * s.stride + s.window]
         out = tmp_path / f"dump{w}"
-        subprocess.run([QKV, "dump", "--tokens", ",".join(map(str, ids)), "--out", str(out)], check=True,
+        subprocess.run([QKV, "dump", "--tokens", ",".join(map(str, ids)), "--out", str(out)] +
+                       (["--model", model] if model else []), check=True,
                        stdout=subprocess.DEVNULL)
         for h in s.hooks:
             t, x = by_window[h][w]
@@ -100,7 +106,7 @@ def test_windows_equal_qkv_dump(tmp_path):
             assert d.dtype == x.dtype and d.shape == x.shape, h
             assert d.tobytes() == x.tobytes(), f"window {w}, {h}"
     # Every window once, in order; token-major rows.
-    assert [w for w, _, _ in s.iter_windows("blocks.0.attn.hook_z")] == list(range(n))
+    assert [w for w, _, _ in s.iter_windows(s.hooks[0])] == list(range(n))
     rows = next(s.iter_rows("blocks.1.hook_resid_post"))
     assert rows.shape[1] == s.window_shape("blocks.1.hook_resid_post")[1]
 

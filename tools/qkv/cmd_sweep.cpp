@@ -220,7 +220,7 @@ void run(const Args& a) {
 #endif
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  const LoadedModel m = load_model_arg(a.m);
+  const LoadedLM m = load_lm_arg(a.m);
   const int ranks = comm.size;
   auto progress = [&](const sw::Progress& p) {
     if (comm.rank == 0) show_progress(p, ranks);
@@ -237,7 +237,7 @@ void run(const Args& a) {
     std::exit(143);
   }
   if (comm.rank != 0) return;
-  write_outputs(o.out, r, m.model.config.n_layer, m.model.config.n_head);
+  write_outputs(o.out, r, m.model.arch.n_layer, m.model.arch.H);
   if (a.json) {
     print_json(stats_json(r));
     return;

@@ -4,8 +4,8 @@
 //
 //   corpus files ──tokens (mapped, never read whole)──▶ windows [start, start + T), start = w · stride
 //   windows ──grouped──▶ chunks of `chunk_windows` (the unit of work, of resumption and of the sum tree)
-//   per window: WindowRunner::run ──▶ patterns A [H, T, T] per layer, DLA norms, hooks ──▶ a partial
-//   record of doubles (window_record) + one row per hook in the chunk's shard
+//   per window: WindowRunner::run ──▶ per layer, inside its hooks: pattern A [H, T, T] ──▶ detector sums,
+//   z ──▶ DLA norms; the saved hooks ──▶ a partial record of doubles + one row per hook in the chunk's shard
 //   per chunk: Σ of its window records in window order ──▶ chunks/cNNNNNN.stats.npy (+ cNNNNNN.json last)
 //   finish: Σ of the chunk sums in chunk order ──▶ stats.json / stats.csv (finalize)
 //
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/tokenizer.hpp"
 
 namespace qkv::analysis::sweep {
@@ -60,28 +60,35 @@ int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& t
 int64_t tokenize_files(const std::vector<std::string>& files, const Tokenizer& tok, TokenDtype dtype,
                        const std::string& out_path, size_t block);
 
-// ---- the model side: the one place that knows the model type ----------------------------------
+// ---- the model side: the one place that knows the model ----------------------------------------
 
-// Runs one window and hands back what the statistics and the store need. Everything GPT-2-specific
-// (which forward, where the pattern and z live, the DLA quadratic forms) stays inside.
+struct Layout;
+
+// Runs one window of any family (lm.hpp's hooked forward, every layer's attention materialised as
+// `qkv dump` runs it) and turns it into the window's statistics record as the layers go by: each
+// layer's pattern [H, T, T] is read inside its hook and never kept, so a runner holds O(T·d + H·T²)
+// for ONE layer, not all of them. Also keeps the hooks to save, and the DLA norms of the last run.
 class WindowRunner {
  public:
-  // hooks: TransformerLens names as `qkv dump` writes them (validated by the caller with hook_names).
-  WindowRunner(const GPT2& model, const std::set<std::string>& hooks);
+  // hooks: TransformerLens names as `qkv dump` writes them (validated by the caller with hook_shapes).
+  WindowRunner(const Model& model, const std::set<std::string>& hooks);
   ~WindowRunner();
   WindowRunner(const WindowRunner&) = delete;
   WindowRunner& operator=(const WindowRunner&) = delete;
 
   int n_layer() const;
-  int n_head() const;
-  void run(const std::vector<int>& ids);  // forward() with a Trace of the requested hooks
-  const float* pattern(int l) const;      // A [H, T, T] of the last run, row-major per head
-  // dla[i] = rstd_f[i] · ‖(P (z_h[i] · W_O^h)) ⊙ γ_f · W_U‖₂ for head h of layer l at every position i
-  // of the last run: the head's direct contribution to the logits through ln_f with its scale frozen at
-  // the position's own (TransformerLens's apply_ln_to_stack), biases excluded; P removes the mean over
-  // d. Computed as rstd_f[i] · sqrt(z M_h zᵀ) with M_h [dh, dh] built once in double. T values.
+  int n_head() const;  // query heads
+  // Runs ids and fills `out` (resized to layout.size()) with the window's record (see Layout).
+  void run(const std::vector<int>& ids, const Layout& layout, std::vector<double>& out);
+  // dla[i] = the L2 norm over the vocabulary of head h of layer l's direct contribution to the logits
+  // at position i of the last run, every norm's scale frozen at the position's own (TransformerLens's
+  // apply_ln_to_stack): rstd_f[i] · (Gemma 2: rstd_post[i] ·) ‖(P (z_h[i] · W_O^h)) ⊙ γ_f · W_Uᵀ‖₂,
+  // biases excluded, before Gemma 2's final soft-cap; P removes the mean over d for LayerNorm models
+  // (RMSNorm does not centre: P = I); γ_f is the final norm's weight (Gemma: 1 + w); Gemma 2's
+  // post-attention norm is frozen the same way (rstd_post of the whole attention output, γ_post).
+  // Computed as the scales times sqrt(z M_h zᵀ) with M_h [dh, dh] built once in double. T values.
   void dla_norms(int l, int h, double* dla) const;
-  const Tensor& hook(const std::string& name) const;  // the recorded activation, dump's shape
+  const Tensor& hook(const std::string& name) const;  // a saved activation of the last run, dump's shape
 
   struct Impl;
 
@@ -89,11 +96,12 @@ class WindowRunner {
   std::unique_ptr<Impl> impl_;
 };
 
-// Every hook name forward() records for this model, with its shape for a window of T tokens.
-std::map<std::string, std::vector<int64_t>> hook_shapes(const GPT2& model, int T);
+// Every hook name the forward records for this model, with its shape for a window of T tokens.
+std::map<std::string, std::vector<int64_t>> hook_shapes(const Model& model, int T);
 
-// 64-bit FNV-1a over the config's fields and the parameter bytes, as 16 hex digits.
-std::string model_hash(const GPT2& model);
+// 64-bit FNV-1a over the architecture (Arch::to_json) and every tensor's name, type, shape and bytes,
+// as 16 hex digits.
+std::string model_hash(const Model& model);
 
 // ---- statistics ------------------------------------------------------------------------------------
 
@@ -111,11 +119,9 @@ struct Layout {
   size_t head(int l, int h) const { return size_t(global()) + (size_t(l) * H + h) * per_head(); }
 };
 
-// One window's record (out is resized to layout.size() and overwritten), from the runner's last run
-// on ids. Patterns are read row by row; the detector scores use sparse forms of the targets in
-// head_detector.hpp (tests compare them with detector_score on the dense targets).
-void window_record(const WindowRunner& r, const std::vector<int>& ids, const Layout& layout,
-                   std::vector<double>& out);
+// One window's record: r.run(ids, layout, out). The detector scores use sparse forms of the targets in
+// head_detector.hpp, in the dense detector's summation order (tests compare them with detector_score).
+void window_record(WindowRunner& r, const std::vector<int>& ids, const Layout& layout, std::vector<double>& out);
 
 struct HeadStat {
   int layer = 0, head = 0;
@@ -188,7 +194,7 @@ struct RunResult {
   bool finished = false;  // rank 0: every chunk done and the outputs written
   Stats stats;
 };
-RunResult run_sweep(const GPT2& model, const std::string& model_path, const std::optional<Tokenizer>& tok,
+RunResult run_sweep(const Model& model, const std::string& model_path, const std::optional<Tokenizer>& tok,
                     const Options& opts, const Comm& comm,
                     const std::function<void(const Progress&)>& progress, const volatile int* stop);
 
