@@ -25,6 +25,8 @@
 #define QKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 // An AVX-512 function called from a plain function's OpenMP region (see "Forward" below).
 #define QKV_AVX512_ITEM QKV_AVX512 __attribute__((noinline))
+#define QKV_SIMD QKV_AVX512
+#include "simd_avx512.hpp"
 
 namespace qkv::flash_detail {
 
@@ -70,27 +72,11 @@ struct Scratch {
 };
 thread_local Scratch tls_fwd_qt, tls_fwd_ot, tls_fwd_s;
 
-// exp(x) for x <= 88: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
-// < 6e-9 relative) in Horner form with FMA, then scalef by 2^n. Max relative error 7.9e-8, measured
-// over every float in [-87.33, 0.5] against double exp.
-// Results below FLT_MIN (x < ln FLT_MIN) are returned as 0 (no denormals); -inf -> 0; NaN -> NaN.
+// exp(x): simd_avx512.hpp's Isa::exp (the one AVX-512 exp; rowops_avx512.cpp uses it too) — x = n ln2 + r,
+// |r| <= ln2/2, e^r by its degree-7 Taylor polynomial with FMA, then scalef by 2^n. Max relative error
+// 7.9e-8 over every float in [-87.33, 0.5] against double exp; below ln FLT_MIN -> 0; -inf -> 0; NaN -> NaN.
 QKV_AVX512 inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.33654f);
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);  // x >= lo or NaN
-  x = _mm512_maskz_max_ps(0xFFFF, lo, x);  // NaN stays NaN (second operand); maskz_: no undefined src
-  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269502f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e43p-1f), x);  // x - n ln2_hi (exact product)
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-0x1.05c61p-29f), r);       // - n ln2_lo
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(keep, p, n);
+  return Isa::exp(x);
 }
 
 enum Mode { kStore, kAdd, kScaleAdd };

@@ -1,6 +1,6 @@
-// The AVX-512 vector interface (16 lanes) for rowops_simd.hpp (the attention kernels have their own
-// hand-written AVX-512 file, flash_kernels.cpp, whose exp512 this exp repeats). The includer defines
-// QKV_SIMD (the target attribute) and includes <immintrin.h>.
+// The AVX-512 vector interface (16 lanes) for rowops_simd.hpp; its exp is also the one the hand-written
+// AVX-512 attention kernels (flash_kernels.cpp) use. The includer defines QKV_SIMD (the target
+// attribute) and includes <immintrin.h>.
 #pragma once
 
 namespace qkv::flash_detail {
@@ -29,7 +29,10 @@ struct Isa {
       for (int i = 0; i < w; ++i) t[i] += t[i + w];
     return t[0];
   }
-  // flash_kernels.cpp's exp512: max relative error 7.9e-8; below ln FLT_MIN -> 0; NaN -> NaN.
+  // exp(x) for x <= 88: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
+  // < 6e-9 relative) in Horner form with FMA, then scalef by 2^n. Max relative error 7.9e-8, measured
+  // over every float in [-87.33, 0.5] against double exp. Results below FLT_MIN (x < ln FLT_MIN) are
+  // 0 (no denormals); -inf -> 0; NaN -> NaN (the second operand of max).
   QKV_SIMD static V exp(V x) {
     const __m512 lo = _mm512_set1_ps(-87.33654f);
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
