@@ -116,6 +116,12 @@ struct RunOptions {
   // whose scores and pattern nobody hooks run fused (fast; equal to ~1e-7, not bit for bit).
   bool materialise_all = false;
   KvCache* cache = nullptr;   // extend this cache (incremental decoding); attention is materialised
+  // Start at block `start_at_layer` from `resid_pre` [T, d], the residual entering that block (e.g. a
+  // previous run's blocks.L.hook_resid_pre): the blocks before it and the embedding are not run. Given
+  // the same residual, every later activation is bit-identical to the full run's (patching re-runs only
+  // the layers a patch can change). Not with a cache.
+  int start_at_layer = 0;
+  const float* resid_pre = nullptr;
 };
 
 // ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits.

@@ -474,8 +474,13 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   grow(st.a, Td);
   float *x = st.x.data(), *u = st.u.data(), *att = st.a.data();
 
-  // x = embed[ids] (+ wpe[t]) (· √d for Gemma)
-  {
+  if (opt.start_at_layer < 0 || opt.start_at_layer >= a.n_layer)
+    usage_error("start_at_layer " + std::to_string(opt.start_at_layer) + " is outside [0, " + std::to_string(a.n_layer) + ")");
+  if (opt.start_at_layer > 0 && (!opt.resid_pre || cache))
+    usage_error("start_at_layer needs the block's input residual (resid_pre) and no K/V cache");
+  if (opt.start_at_layer > 0) {
+    std::copy_n(opt.resid_pre, Td, x);
+  } else {  // x = embed[ids] (+ wpe[t]) (· √d for Gemma)
     const float es = a.embed_scale ? float(std::sqrt(double(d))) : 1.0f;
     const bool learned = a.pos == PosKind::Learned;
 #pragma omp parallel for schedule(static) if (long(Td) >= kParallelElems)
@@ -492,7 +497,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     }
   }
 
-  for (int l = 0; l < a.n_layer; l++) {
+  for (int l = opt.start_at_layer; l < a.n_layer; l++) {
     const BlockWeights& w = m.blocks[size_t(l)];
     const std::string b = "blocks." + std::to_string(l) + ".";
     c.maybe(b + "hook_resid_pre", x, {T, d});

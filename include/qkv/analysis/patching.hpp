@@ -57,10 +57,11 @@ struct PatchedRun {
 
 // One forward of ids with the patches applied (materialise_all, see above). `keep` picks activations to
 // copy out (null: none). Bad hook names, heads or positions, or a source of the wrong shape: qkv::Error
-// (Usage) naming them.
+// (Usage) naming them. start_at_layer / resid_pre as in RunOptions: resume from a block whose input
+// residual an earlier run of the same ids kept (every patch must be at that block or later).
 PatchedRun run_patched(const Model& model, const std::vector<int>& ids, const std::vector<Patch>& patches,
                        const std::function<bool(const std::string&)>& keep = nullptr, bool last_only = false,
-                       int stop_at_layer = -1);
+                       int stop_at_layer = -1, int start_at_layer = 0, const float* resid_pre = nullptr);
 
 // The metric of one run's logits (rows [0, T) or, with last_only, the last row only).
 double metric_value(const PatchMetric& metric, const std::vector<float>& logits, int rows, int vocab, int T);
