@@ -602,6 +602,7 @@ function drawFocus() {
   const gs = layoutHeatmap(s);
   M.sgeom = drawHeatmap(new CanvasPainter($('scores'), gs.w, gs.h), 0, 0, s);
   M.tgeom = drawHeatmap(new CanvasPainter($('scores-t'), gs.w, gs.h), 0, 0, st);
+  for (const [id, g] of [['scores', M.sgeom], ['scores-t', M.tgeom]]) Object.assign($(id).dataset, { x0: g.x0, y0: g.y0, cell: g.cw, layer: r.focus.layer, head: r.focus.head });
   const a = r.focus.max_asymmetry;
   $('asym').textContent = `‖S − Sᵀ‖ / ‖S‖ = ${f2(r.focus.asymmetry)}; the largest gap: S[${a.i},${a.j}] (${r.tokens[a.i]} → ${r.tokens[a.j]}) = ${f2(r.focus.scores[a.i][a.j])}` +
     ` but S[${a.j},${a.i}] = ${f2(r.focus.scores[a.j][a.i])}. Masking keeps the lower triangle (j ≤ i): the query “asks”, the key “answers”, and the two roles are not interchangeable.` +
@@ -662,6 +663,7 @@ function wireFocus() {
       if (!ij) return;
       const [i, j] = ij, f = M.focus.focus, tok = M.focus.tokens;
       const v = which === 'sgeom' ? f.scores[i][j] : f.scores[j][i];
+      Object.assign($('scores-readout').dataset, { which: which === 'sgeom' ? 'S' : 'ST', i: String(i), j: String(j), value: String(v) });
       $('scores-readout').textContent = which === 'sgeom'
         ? `S[${i},${j}] (“${tok[i]}” asks, “${tok[j]}” answers) = ${f6(v)};  S[${j},${i}] = ${f6(f.scores[j][i])}`
         : `Sᵀ[${i},${j}] = S[${j},${i}] (“${tok[j]}” asks, “${tok[i]}” answers) = ${f6(v)}`;
