@@ -913,8 +913,10 @@ function patchReadout(ij) {
   const ro = $('patch-readout'), r = PA.res;
   if (!ij) { ro.textContent = 'hover a cell; click it for the pattern before and after'; return; }
   const s = PA.grid.sites[ij[0]][ij[1]];
-  const where = `layer ${s.layer}${s.head === null ? '' : ', head ' + s.head}${s.pos === null ? '' : ', position ' + s.pos + ' “' + PA.grid.rowsTok + '”'}`;
-  ro.replaceChildren(el('span', { text: `${where.replace(/ “undefined”/, '')}: normalised ` }), el('b', { id: 'patch-value', text: s.normalised === null ? 'nan' : f6(s.normalised) }),
+  const kv = r.heads > 0 && r.n_kv_head < r.n_head && /hook_(k|v|rot_k)$/.test(r.hook);
+  const labs = r.base === 'clean' ? r.clean_tokens : r.corrupt_tokens;
+  const where = `layer ${s.layer}${s.head === null ? '' : (kv ? ', key/value head ' : ', head ') + s.head}${s.pos === null ? '' : `, position ${s.pos} “${labs[s.pos]}”`}`;
+  ro.replaceChildren(el('span', { text: `${where}: normalised ` }), el('b', { id: 'patch-value', text: s.normalised === null ? 'nan' : f6(s.normalised) }),
     el('span', { class: 'muted', text: `   metric ${f6(s.metric)} (clean ${f6(r.clean)}, corrupt ${f6(r.corrupt)})` }));
   Object.assign(ro.dataset, { layer: String(s.layer), head: String(s.head), pos: String(s.pos), value: String(s.normalised), metric: String(s.metric) });
 }
@@ -964,7 +966,7 @@ function drawSite() {
   PA.siteFig = { w: gs[0].w + gs[1].w + gs[2].w + 40, h: Math.max(...gs.map((g) => g.h)), title: 'patched site',
     draw: (p) => { drawHeatmap(p, 0, 0, specs[0]); drawHeatmap(p, gs[0].w + 20, 0, specs[1]); drawHeatmap(p, gs[0].w + gs[1].w + 40, 0, specs[2]); } };
   const kvNote = r.kv_site && r.query_heads_of_site.length > 1 ? ` Key/value head ${r.head} is read by query heads ${r.query_heads_of_site.join(', ')}; head ${r.view_head} is shown.` : '';
-  $('site-title').textContent = `layer ${r.layer}${r.head === null ? '' : ', head ' + r.head}${r.pos === null ? '' : ', position ' + r.pos}: normalised ${r.normalised === null ? 'nan' : f6(r.normalised)} (metric ${f6(r.metric)})`;
+  $('site-title').textContent = `layer ${r.layer}${r.head === null ? '' : (r.kv_site && r.query_heads_of_site.length > 1 ? ', key/value head ' : ', head ') + r.head}${r.pos === null ? '' : ', position ' + r.pos}: normalised ${r.normalised === null ? 'nan' : f6(r.normalised)} (metric ${f6(r.metric)})`;
   const same = r.max_abs_change === 0;
   $('site-note').textContent = (same ? `The pattern of head ${r.view_head} at layer ${r.layer} is bit-identical after the patch (max |Δ| = 0): ` +
       (/hook_v$|hook_z$|hook_result$/.test(r.hook) ? 'this patch changes what the head moves, not where it looks — seed 000\'s split.' : 'nothing before it changed.')
