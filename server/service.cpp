@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "qkv/analysis/circuits.hpp"
@@ -119,12 +120,18 @@ json thumbnail(const float* A, int T, int n) {
   return j;
 }
 
+std::string short_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 std::string scores_are(const Arch& a, bool scale) {
   std::string qk = a.rotary() ? "(R_i q_i)·(R_j k_j), the ROTATED q and k (hook_rot_q, hook_rot_k)" : "q·k";
   std::string s;
   if (a.model_type == "gpt2") return scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)";
-  if (scale) s = std::to_string(a.attn_scale).substr(0, 8) + "·" + qk;
-  else s = qk + " (without the model's scale " + std::to_string(a.attn_scale).substr(0, 8) + ")";
+  if (scale) s = short_num(a.attn_scale) + "·" + qk;
+  else s = qk + " (without the model's scale " + short_num(a.attn_scale) + ")";
   s += " (unmasked";
   if (a.attn_softcap > 0) s += ", before the soft-cap";
   return s + ")";
