@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "qkv/analysis/attribution.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/patching.hpp"
 #include "qkv/error.hpp"
@@ -73,7 +74,7 @@ int site_heads(const Arch& a, const std::string& hook) {
 
 const std::set<std::string> kPatchKeys = {"clean", "corrupt", "clean_ids", "corrupt_ids", "repeated", "seed",
                                           "bos", "hook", "per_position", "direction", "metric", "answer",
-                                          "wrong", "position", "loss_positions"};
+                                          "wrong", "position", "loss_positions", "job"};
 
 }  // namespace
 
@@ -127,7 +128,8 @@ std::vector<int> Service::ids_from(const json& req, const char* text_key, const 
 Service::PatchJob Service::patch_job(const json& req, bool site) const {
   if (!req.is_object()) bad("the request body must be a JSON object");
   for (const auto& [k, v] : req.items())
-    if (!kPatchKeys.count(k) && !(site && (k == "layer" || k == "head" || k == "pos" || k == "view_head")))
+    if ((!kPatchKeys.count(k) || (site && k == "job")) &&
+        !(site && (k == "layer" || k == "head" || k == "pos" || k == "view_head")))
       bad("unknown key \"" + k + "\"");
   const Arch& a = lm_.arch;
   PatchJob job;
@@ -241,10 +243,37 @@ json Service::patch(const json& req) {
     bad("this sweep has " + std::to_string(sites) + " sites (one forward each); at most " +
             std::to_string(opt_.max_patch_sites) + " here: name one layer (blocks.L.…), drop per_position or shorten the text",
         {{"sites", sites}, {"max_sites", opt_.max_patch_sites}});
+  // "job": a name the page polls /api/patch-progress with while this request runs
+  std::string jid;
+  if (req.contains("job")) {
+    jid = string_of(req, "job", "");
+    if (jid.empty() || jid.size() > 64 ||
+        jid.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+      bad("\"job\" must be 1 to 64 letters, digits, '_' or '-'");
+    std::lock_guard<std::mutex> lk(progress_mu_);
+    if (progress_.count(jid)) bad("\"job\" '" + jid + "' is already running");
+    if (progress_.size() >= 256) bad("too many sweeps running; try again when one has finished", {}) ;
+    progress_[jid] = {0, int(sites)};
+  }
+  struct Forget {
+    Service* s;
+    const std::string& id;
+    ~Forget() {
+      if (id.empty()) return;
+      std::lock_guard<std::mutex> lk(s->progress_mu_);
+      s->progress_.erase(id);
+    }
+  } forget{this, jid};
+  an::SweepOptions o = job.o;
+  if (!jid.empty())
+    o.progress = [this, &jid](int done, int total) {
+      std::lock_guard<std::mutex> lk(progress_mu_);
+      progress_[jid] = {done, total};
+    };
   an::SweepResult r;
   {
     Slot slot(forwards_);
-    r = an::patch_sweep(lm_, job.clean, job.corrupt, job.o);
+    r = an::patch_sweep(lm_, job.clean, job.corrupt, o);
   }
   json sj = json::array();
   for (size_t i = 0; i < r.sites.size(); i++) {
@@ -284,6 +313,73 @@ json Service::patch(const json& req) {
           {"wrong", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(job.o.metric.wrong) : json(nullptr)},
           {"answer_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(labels({job.o.metric.answer})[0]) : json(nullptr)},
           {"wrong_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(labels({job.o.metric.wrong})[0]) : json(nullptr)}};
+}
+
+json Service::patch_progress(const json& req) {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  const std::string jid = string_of(req, "job", "");
+  std::lock_guard<std::mutex> lk(progress_mu_);
+  const auto it = progress_.find(jid);
+  if (it == progress_.end()) return {{"job", jid}, {"running", false}};
+  return {{"job", jid}, {"running", true}, {"done", it->second.first}, {"total", it->second.second}};
+}
+
+// Direct logit attribution and the logit lens of one input (`qkv attribute --json`'s keys).
+json Service::attribute(const json& req) {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  for (const auto& [k, v] : req.items())
+    if (k != "text" && k != "ids" && k != "answer" && k != "wrong" && k != "position") bad("unknown key \"" + k + "\"");
+  const std::vector<int> ids = request_ids(req);
+  const Arch& a = lm_.arch;
+  auto token = [&](const char* key) {
+    if (!req.contains(key)) bad(std::string("\"") + key + "\" is missing: a token id or a one-token text");
+    const json& v = req[key];
+    if (v.is_number_integer()) {
+      const int64_t x = v.get<int64_t>();
+      if (x < 0 || x >= a.vocab_size)
+        bad(std::string("\"") + key + "\": token " + std::to_string(x) + " is outside the vocabulary [0, " +
+            std::to_string(a.vocab_size) + ")");
+      return int(x);
+    }
+    if (!v.is_string() || v.get<std::string>().empty()) bad(std::string("\"") + key + "\" must be a token id or a one-token text");
+    if (!tok_) bad(std::string("\"") + key + "\": the model has no tokenizer; give a token id");
+    const auto t = tok_->encode(v.get<std::string>());
+    if (t.size() != 1)
+      bad(std::string("\"") + key + "\": '" + v.get<std::string>() + "' is " + std::to_string(t.size()) +
+          " tokens, not one (give a token id instead)");
+    return t[0];
+  };
+  const int A = token("answer"), B = token("wrong");
+  const int position = int_of(req, "position", -1, -1, int(ids.size()) - 1);
+  an::AttributionResult r;
+  {
+    Slot slot(forwards_);
+    r = an::attribute(lm_, ids, A, B, position);
+  }
+  json terms = json::array(), lens = json::array();
+  for (const auto& t : r.terms)
+    terms.push_back({{"name", t.name}, {"kind", t.kind}, {"layer", t.layer}, {"head", t.head}, {"value", t.value}});
+  for (const auto& l : r.lens)
+    lens.push_back({{"where", l.where}, {"layer", l.layer}, {"logit_diff", l.logit_diff}, {"top_token", l.top_token},
+                    {"top_label", labels({l.top_token})[0]}, {"answer_rank", l.answer_rank}});
+  return {{"tokens", ids},
+          {"labels", labels(ids)},
+          {"position", r.position},
+          {"answer", r.answer},
+          {"wrong", r.wrong},
+          {"answer_label", labels({r.answer})[0]},
+          {"wrong_label", labels({r.wrong})[0]},
+          {"logit_diff", r.logit_diff},
+          {"sum_terms", r.sum_terms},
+          {"sum_minus_logit_diff", num_or_null(r.sum_minus_logit_diff)},
+          {"norm_scale", r.norm_scale},
+          {"per_head", r.per_head},
+          {"heads_vs_attn_out_max_abs", r.heads_vs_attn_out_max_abs},
+          {"note", r.note},
+          {"n_layer", a.n_layer},
+          {"n_head", a.H},
+          {"terms", terms},
+          {"lens", lens}};
 }
 
 // One site: the base run and the patched run over all T tokens, every layer's pattern kept; the site's

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,8 @@ class Service {
   json patch(const json& req);                 // POST /api/patch       (serve_lab.cpp)
   json patch_site(const json& req);            // POST /api/patch-site  (serve_lab.cpp)
   json rope(const json& req);                  // POST /api/rope        (serve_lab.cpp)
+  json patch_progress(const json& req);        // POST /api/patch-progress (serve_lab.cpp)
+  json attribute(const json& req);             // POST /api/attribute   (serve_lab.cpp)
 
   const Arch& arch() const { return lm_.arch; }
   bool is_gpt2() const { return gpt2_.has_value(); }
@@ -99,6 +102,8 @@ class Service {
   std::mutex cache_mu_;
   std::list<std::shared_ptr<const Computed>> cache_;  // most recent first
   std::mutex heads_mu_, circuits_mu_;
+  std::mutex progress_mu_;
+  std::map<std::string, std::pair<int, int>> progress_;  // /api/patch "job" -> (sites done, sites)
   std::optional<json> heads_cache_, circuits_cache_;
 };
 

@@ -847,10 +847,19 @@ async function patchRun() {
   const btn = $('patch-run'), st = $('patch-status');
   btn.disabled = true; st.classList.add('busy');
   document.body.dataset.patchBusy = '1';
-  const tick = () => { st.textContent = `running the sweep… ${((performance.now() - t0) / 1000).toFixed(1)} s`; };
-  tick(); clearInterval(PA.timer); PA.timer = setInterval(tick, 200);
+  // the server reports the sweep's progress under a job name while the request runs
+  const job = `p${seq}-${Math.floor(Math.random() * 1e9)}`;
+  let prog = '';
+  const tick = () => { st.textContent = `running the sweep… ${prog}${((performance.now() - t0) / 1000).toFixed(1)} s`; };
+  const poll = async () => {
+    try {
+      const p = await api('/api/patch-progress', { job });
+      if (p.running && seq === PA.seq) { prog = `site ${p.done} of ${p.total} · `; st.dataset.done = String(p.done); st.dataset.total = String(p.total); tick(); }
+    } catch (e) { /* the sweep's own answer reports errors */ }
+  };
+  tick(); clearInterval(PA.timer); PA.timer = setInterval(() => { tick(); poll(); }, 250);
   try {
-    const r = await api('/api/patch', body);
+    const r = await api('/api/patch', { ...body, job });
     if (seq !== PA.seq) return;
     PA.res = r; PA.req = body; PA.site = null;
     showError('patch-error', '');
@@ -975,7 +984,60 @@ function drawSite() {
   Object.assign($('site-note').dataset, { maxAbsChange: String(r.max_abs_change), layer: String(r.layer), head: String(r.head) });
 }
 
+// ---- direct logit attribution of the clean text (qkv attribute) -------------------------------------
+
+const DLA = { res: null, fig: null };
+
+async function dlaRun() {
+  const tokenArg = (v) => (/^\d+$/.test(v.trim()) ? Number(v.trim()) : v);
+  const body = { text: $('patch-clean').value, answer: tokenArg($('patch-answer').value), wrong: tokenArg($('patch-wrong').value) };
+  const pos = Number($('patch-pos').value);
+  if (pos >= 0) body.position = pos;
+  $('dla-status').textContent = 'attributing…';
+  try {
+    DLA.res = await api('/api/attribute', body);
+    showError('dla-error', '');
+    drawDla();
+    $('dla-status').textContent = '';
+    document.body.dataset.dlaReady = String(Date.now());
+  } catch (e) { $('dla-status').textContent = ''; showError('dla-error', e.message); }
+}
+
+function dlaSpec() {
+  const r = DLA.res, L = r.n_layer, H = r.n_head;
+  const g = [...Array(L)].map(() => Array(H).fill(null));
+  for (const t of r.terms) if (t.kind === 'head') g[t.layer][t.head] = t.value;
+  let m = 0;
+  for (const row of g) for (const v of row) if (v !== null) m = Math.max(m, Math.abs(v));
+  return { rows: L, cols: H, get: (i, j) => g[i][j], rowLabels: [...Array(L).keys()].map((l) => 'layer ' + l), colLabels: [...Array(H).keys()].map((h) => 'head ' + h),
+    title: `each head's share of logit[${r.answer_label}] − logit[${r.wrong_label}]`, rowTitle: 'layer', colTitle: 'head', scale: 'div', m,
+    cell: Math.max(28, Math.min(52, Math.floor(420 / H))), showValues: true, fmt: (v) => (v === null ? '—' : v.toFixed(2)), _g: g };
+}
+
+function drawDla() {
+  const r = DLA.res, c = $('dla-canvas');
+  if (r.per_head) {
+    const spec = dlaSpec(), g = layoutHeatmap(spec);
+    drawHeatmap(new CanvasPainter(c, g.w, g.h), 0, 0, spec);
+    c.dataset.values = JSON.stringify(spec._g);
+    DLA.fig = { w: g.w, h: g.h, title: spec.title, draw: (p) => drawHeatmap(p, 0, 0, spec) };
+  } else { c.width = 0; c.height = 0; delete c.dataset.values; }
+  const others = r.terms.filter((t) => t.kind !== 'head');
+  const m = Math.max(...r.terms.map((t) => Math.abs(t.value)), 1e-9);
+  const bar = (name, v) => { const b = el('i'); b.style.width = Math.max(1, Math.round((Math.abs(v) / m) * 160)) + 'px'; b.style.background = v >= 0 ? '#b2182b' : '#2166ac';
+    return el('div', { class: 'rb' }, el('span', { class: 't', text: name }), b, el('span', { text: f6(v) })); };
+  const lens = el('table', { class: 'sd-table' }, el('tr', {}, el('th', { text: 'logit lens after' }), el('th', { text: 'logit diff' }), el('th', { text: 'top token' }), el('th', { text: 'answer rank' })),
+    ...r.lens.map((x) => el('tr', {}, el('td', { text: x.layer < 0 ? 'embed' : 'layer ' + x.layer }), el('td', { class: 'num', text: f6(x.logit_diff) }), el('td', { text: x.top_label }), el('td', { class: 'num', text: String(x.answer_rank) }))));
+  $('dla-side').replaceChildren(el('div', { class: 'muted', text: r.per_head ? 'the other terms:' : 'one term per attention layer (post-attention norm: a head\'s share is not linear):' }),
+    el('div', { class: 'row-bars' }, ...(r.per_head ? others : r.terms).map((t) => bar(t.name, t.value))), lens);
+  $('dla-note').textContent = `logit[${r.answer_label}] − logit[${r.wrong_label}] at position ${r.position} (“${r.labels[r.position]}”): the model's ${f6(r.logit_diff)}; the terms sum to ${f6(r.sum_terms)}` +
+    (r.sum_minus_logit_diff === null ? ' (a final soft-cap: they add up to the difference before the cap)' : ` (difference ${r.sum_minus_logit_diff.toExponential(1)})`) +
+    `; the final norm's scale frozen at ${f6(r.norm_scale)}.${r.note ? ' ' + r.note : ''}`;
+  Object.assign($('dla-note').dataset, { logitDiff: String(r.logit_diff), sumTerms: String(r.sum_terms) });
+}
+
 function wirePatch() {
+  $('dla-run').addEventListener('click', dlaRun);
   const dl = $('patch-hooks');
   const rot = M.info && M.info.config && M.info.config.rotary;
   dl.replaceChildren(...PATCH_HOOKS.filter((h) => rot || !/rot_/.test(h)).map((h) => el('option', { value: h })));
@@ -1154,7 +1216,7 @@ async function main() {
   document.querySelectorAll('[data-export]').forEach((b) => b.addEventListener('click', () => {
     const which = b.dataset.export;
     const fig = which === 'soft' ? SD.fig : which === 'running' ? RE.fig : which === 'matrix' ? WM.fig : which === 'model' ? modelFigure()
-      : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : headsFigure();
+      : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : which === 'dla' ? DLA.fig : headsFigure();
     exportFigure(fig, `qkv-${which}`, b.dataset.format);
   }));
   if (M.info && M.info.tokenizer) onText();

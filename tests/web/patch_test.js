@@ -2,7 +2,8 @@
 // Patching, on the bundled GPT-2 model: the heatmap the page draws equals `qkv patch --json` and the API
 // for the same inputs (repeated task, texts with a logit difference, per-position denoising), the seeds'
 // picture (value patching of the previous-token head 0.1 → 0.150); clicking a cell shows that head's
-// pattern before and after (values patched: bit-identical; keys patched: it moves); bad input (unknown hook,
+// pattern before and after (values patched: bit-identical; keys patched: it moves); a running sweep reports
+// its progress; the direct logit attribution equals `qkv attribute --json`; bad input (unknown hook,
 // empty text, too long, unequal lengths) answered with a clear message and the server still up.
 // Rotary, on a Llama-shaped checkpoint: the pattern equals `qkv dump`; S is the ROTATED score (checked
 // against rotate_half written here in JS on the dump's unrotated q and k); Sᵀ is S's transpose cell by cell
@@ -150,6 +151,43 @@ async function patching(page) {
   await page.uncheck('#patch-perpos');
   await page.selectOption('#patch-dir', 'noising');
 
+  // progress: a 128-site sweep reports its sites while it runs (/api/patch-progress, what the page polls)
+  const prog = await page.evaluate(async () => {
+    const post = (p, b) => fetch(p, { method: 'POST', body: JSON.stringify(b) }).then((r) => r.json());
+    const sweep = post('/api/patch', { repeated: 16, hook: 'blocks.1.attn.hook_q', per_position: true, job: 'test-progress' });
+    let seen = null, finished = false;
+    sweep.then(() => { finished = true; });
+    while (!finished) {
+      const p = await post('/api/patch-progress', { job: 'test-progress' });
+      if (p.running && p.done > 0 && p.done < p.total) { seen = p; break; }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const r = await sweep;
+    const after = await post('/api/patch-progress', { job: 'test-progress' });
+    return { seen, sites: r.sites.length, after };
+  });
+  check('progress: a running sweep reports "site k of n" and forgets the job when done', prog.seen !== null && prog.seen.total === 128 && prog.sites === 128 && prog.after.running === false,
+    JSON.stringify(prog.seen) + ` then running=${prog.after.running}`);
+
+  // direct logit attribution of the clean text = qkv attribute --json
+  await page.check('#patch-src-text');
+  await page.fill('#patch-clean', clean);
+  await page.selectOption('#patch-metric', 'logit_diff');
+  await page.fill('#patch-answer', 'o');
+  await page.fill('#patch-wrong', 'a');
+  await page.fill('#patch-pos', '-1');
+  await page.click('#dla-run');
+  await waitFor(page, () => document.body.dataset.dlaReady !== undefined, null, { timeout: 60000 });
+  const dla = cliJson('attribute', '--model', gptModel, '--text', clean, '--answer', 'o', '--wrong', 'a', '--json');
+  const dg = await page.$eval('#dla-canvas', (c) => JSON.parse(c.dataset.values));
+  let dd = 0;
+  for (const t of dla.terms) if (t.kind === 'head') dd = Math.max(dd, Math.abs(dg[t.layer][t.head] - t.value));
+  check('DLA: every head\'s term on the page = qkv attribute --json', dd === 0, `max |Δ| ${dd}`);
+  const dn = await page.$eval('#dla-note', (n) => ({ ...n.dataset, text: n.textContent }));
+  check('DLA: the logit difference and the terms\' sum shown (docs: 15.69)', Number(dn.logitDiff) === dla.logit_diff && dla.logit_diff.toFixed(2) === '15.69' && Math.abs(Number(dn.sumTerms) - dla.logit_diff) < 1e-5, dn.text.slice(0, 120));
+  check('DLA: the induction head 1.0 carries the most (+7.70)', dg[1][0].toFixed(2) === '7.70', dg.map((r) => r.map((v) => v.toFixed(2)).join(' ')).join(' | '));
+  await page.locator('#patch').screenshot({ path: path.join(artifacts, 'qkv-patch-dla.png') });
+
   // 5. bad input: a clear message, no crash
   const errorOf = async () => {
     await page.click('#patch-run');
@@ -157,6 +195,9 @@ async function patching(page) {
     await waitFor(page, (n) => document.body.dataset.patchDone === String(n), done, { timeout: 30000 });
     return page.textContent('#patch-error');
   };
+  await page.check('#patch-src-rep');
+  await page.selectOption('#patch-metric', 'loss');
+  await page.fill('#patch-n', '10');
   await page.fill('#patch-hook', 'attn.hook_nope');
   let err = await errorOf();
   check('bad hook: refused, naming the hook points', /no hook point 'blocks\.0\.attn\.hook_nope'/.test(err) && /hook_v/.test(err), err.slice(0, 100));
