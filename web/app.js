@@ -864,6 +864,7 @@ async function patchRun() {
     PA.res = r; PA.req = body; PA.site = null;
     showError('patch-error', '');
     drawPatch();
+    patchReadout(null);
     $('site').hidden = true;
     st.textContent = `${r.sites.length} sites, ${r.forwards} forwards of ${r.tokens_run} tokens (2 unpatched + 1 per site${r.sites_skipped ? `, ${r.sites_skipped} sites after the metric's last position need none` : ''}), ${r.seconds.toFixed(2)} s on the server`;
   } catch (e) {
