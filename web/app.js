@@ -736,10 +736,14 @@ function ropeFigure() {
   return { w: W, h: H, geom, title: `rotary score vs offset: layer ${r.layer}, head ${r.head}`, draw: (p) => {
     p.text(4, 12, `layer ${r.layer}, head ${r.head}: score of q(“${r.tokens[r.i]}”, token ${r.i}) with k(“${r.tokens[r.j]}”, token ${r.j}) placed Δ apart`, { size: 13, bold: true });
     p.rect(x0, y0, w, h, null, '#c9ccd3', 1);
-    for (let k = 0; k <= 4; k++) {
-      const v = lo + ((hi - lo) * k) / 4, y = Y(v);
+    // round ticks: a step of 1, 2 or 5 × 10^k, about five of them, labelled with the step's decimals
+    const raw = (hi - lo) / 5, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+    const ystep = [1, 2, 5, 10].map((m) => m * p10).find((s) => s >= raw);
+    const dec = Math.max(0, -Math.floor(Math.log10(ystep) + 1e-9));
+    for (let v = Math.ceil(lo / ystep) * ystep; v <= hi + 1e-12; v += ystep) {
+      const y = Y(v), lab = Math.abs(v) < ystep / 2 ? '0' : v.toFixed(dec);
       p.line([[x0 - 4, y], [x0, y]], '#888', 1);
-      p.text(x0 - 6, y, v.toFixed(2), { size: 10, anchor: 'end', color: '#5f6672' });
+      p.text(x0 - 6, y, lab, { size: 10, anchor: 'end', color: '#5f6672' });
     }
     const step = Math.max(1, Math.pow(10, Math.floor(Math.log10(n / 2))));
     const tick = n / step > 8 ? step * (n / step > 20 ? 5 : 2) : step;
@@ -1183,6 +1187,7 @@ async function main() {
     if (!info.features || !info.features.heads) {
       $('heads-off').textContent = `GPT-2 only for now: the head detector and composition scores read GPT-2's own class; this is a ${info.model_type} model. The attention, rotary and patching panels take every family.`;
       $('heads-off').hidden = false;
+      document.querySelectorAll('#heads .controls, #heads .figure-row, #heads .export').forEach((e) => { e.hidden = true; });
     }
     if (!info.features || !info.features.rope) {
       $('rope-off').textContent = `This ${info.model_type || 'gpt2'} model has learned positions: the position is added to the residual stream before W_Q and W_K, so nothing rotates q or k and a fixed q/k pair scores the same at every offset. The chart needs a rotary model (Llama, Mistral, Qwen2, Gemma, GPT-NeoX, Phi-3).`;
