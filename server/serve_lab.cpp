@@ -23,7 +23,9 @@ namespace an = qkv::analysis;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& msg, json extra = json::object()) { throw ApiError(400, msg, std::move(extra)); }
+[[noreturn]] void bad(const std::string& msg, json extra = json::object()) {
+  throw ApiError(400, msg, std::move(extra));
+}
 
 struct Slot {  // one of the server's concurrent forwards, held for a whole request
   std::counting_semaphore<1024>& s;
@@ -60,7 +62,9 @@ json square(const float* p, int T) {
   return j;
 }
 
-json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json num_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 // Heads per layer of a hook's sites (0: a [T, d] activation, one site per layer).
 int site_heads(const Arch& a, const std::string& hook) {
@@ -72,9 +76,10 @@ int site_heads(const Arch& a, const std::string& hook) {
   return 0;
 }
 
-const std::set<std::string> kPatchKeys = {"clean", "corrupt", "clean_ids", "corrupt_ids", "repeated", "seed",
-                                          "bos", "hook", "per_position", "direction", "metric", "answer",
-                                          "wrong", "position", "loss_positions", "job"};
+const std::set<std::string> kPatchKeys = {"clean",  "corrupt", "clean_ids", "corrupt_ids",  "repeated",
+                                          "seed",   "bos",     "hook",      "per_position", "direction",
+                                          "metric", "answer",  "wrong",     "position",     "loss_positions",
+                                          "job"};
 
 }  // namespace
 
@@ -117,7 +122,8 @@ std::vector<int> Service::ids_from(const json& req, const char* text_key, const 
               " (nothing is truncated)",
           {{"tokens", ids.size()}, {"max_tokens", P}});
   } else {
-    bad("give " + tk + " (a text) or " + ik + " (token ids), or \"repeated\": N for the repeated-sequence task");
+    bad("give " + tk + " (a text) or " + ik +
+        " (token ids), or \"repeated\": N for the repeated-sequence task");
   }
   if (ids.empty()) bad(tk + " is empty: type some text");
   return ids;
@@ -136,11 +142,14 @@ Service::PatchJob Service::patch_job(const json& req, bool site) const {
   int rep_start = 0, repeated = 0;
   if (req.contains("repeated")) {
     for (const char* k : {"clean", "corrupt", "clean_ids", "corrupt_ids"})
-      if (req.contains(k)) bad(std::string("\"repeated\" builds the clean and corrupt inputs itself; do not also give \"") + k + "\"");
+      if (req.contains(k))
+        bad(std::string("\"repeated\" builds the clean and corrupt inputs itself; do not also give \"") + k +
+            "\"");
     repeated = int_of(req, "repeated", 0, 1, opt_.max_patch_tokens);
     const int seed = int_of(req, "seed", 0, 0, 1 << 30);
     int bos = -1;
-    if (req.contains("bos")) bos = int_of(req, "bos", -1, -1, a.vocab_size - 1);
+    if (req.contains("bos"))
+      bos = int_of(req, "bos", -1, -1, a.vocab_size - 1);
     else if (tok_ && tok_->vocab_size() > 0 && tok_->token_string(tok_->vocab_size() - 1) == "<|endoftext|>")
       bos = tok_->vocab_size() - 1;
     if (bos >= a.vocab_size) bad("\"bos\": " + std::to_string(bos) + " is outside the vocabulary");
@@ -158,8 +167,10 @@ Service::PatchJob Service::patch_job(const json& req, bool site) const {
     job.corrupt = ids_from(req, "corrupt", "corrupt_ids");
   }
   if (job.clean.size() != job.corrupt.size())
-    bad("clean and corrupt must have equal length in tokens (patching copies activations position by position): "
-        "clean has " + std::to_string(job.clean.size()) + ", corrupt " + std::to_string(job.corrupt.size()),
+    bad("clean and corrupt must have equal length in tokens (patching copies activations position by "
+        "position): "
+        "clean has " +
+            std::to_string(job.clean.size()) + ", corrupt " + std::to_string(job.corrupt.size()),
         {{"clean_tokens", labels(job.clean)}, {"corrupt_tokens", labels(job.corrupt)}});
   const int T = int(job.clean.size());
   auto token = [&](const char* key) {
@@ -185,7 +196,8 @@ Service::PatchJob Service::patch_job(const json& req, bool site) const {
     }
     return id;
   };
-  const std::string mk = string_of(req, "metric", req.contains("answer") || req.contains("wrong") ? "logit_diff" : "loss");
+  const std::string mk =
+      string_of(req, "metric", req.contains("answer") || req.contains("wrong") ? "logit_diff" : "loss");
   an::PatchMetric& m = job.o.metric;
   if (mk == "logit_diff") {
     if (!req.contains("answer") || !req.contains("wrong"))
@@ -196,7 +208,8 @@ Service::PatchJob Service::patch_job(const json& req, bool site) const {
     m.wrong = token("wrong");
     m.position = int_of(req, "position", -1, -1, T - 1);
   } else if (mk == "loss") {
-    if (req.contains("answer") || req.contains("wrong")) bad("\"answer\"/\"wrong\" go with \"metric\": \"logit_diff\"");
+    if (req.contains("answer") || req.contains("wrong"))
+      bad("\"answer\"/\"wrong\" go with \"metric\": \"logit_diff\"");
     m.kind = an::PatchMetric::Kind::Loss;
     if (req.contains("loss_positions")) {
       const json& lp = req["loss_positions"];
@@ -214,15 +227,19 @@ Service::PatchJob Service::patch_job(const json& req, bool site) const {
     } else {
       bad("the loss needs \"loss_positions\" (or use the repeated-sequence task)");
     }
-    if (m.loss_positions.empty()) bad("the loss has no position to read (the repeated sequence is too short)");
+    if (m.loss_positions.empty())
+      bad("the loss has no position to read (the repeated sequence is too short)");
     for (int p : m.loss_positions) m.targets.push_back(job.clean[size_t(p) + 1]);
   } else {
     bad("\"metric\" is '" + mk + "': expected logit_diff or loss");
   }
   const std::string dir = string_of(req, "direction", "noising");
-  if (dir == "noising") job.o.direction = an::PatchDirection::Noising;
-  else if (dir == "denoising") job.o.direction = an::PatchDirection::Denoising;
-  else bad("\"direction\" is '" + dir + "': expected noising or denoising");
+  if (dir == "noising")
+    job.o.direction = an::PatchDirection::Noising;
+  else if (dir == "denoising")
+    job.o.direction = an::PatchDirection::Denoising;
+  else
+    bad("\"direction\" is '" + dir + "': expected noising or denoising");
   job.o.hook = string_of(req, "hook", "");
   if (job.o.hook.empty()) bad("\"hook\" is missing: e.g. attn.hook_v (every layer) or blocks.1.attn.hook_k");
   if (job.o.hook.size() > 80) bad("\"hook\" is too long");
@@ -241,18 +258,20 @@ json Service::patch(const json& req) {
   const int64_t sites = int64_t(layers.size()) * std::max(heads, 1) * (job.o.per_position ? T : 1);
   if (sites > opt_.max_patch_sites)
     bad("this sweep has " + std::to_string(sites) + " sites (one forward each); at most " +
-            std::to_string(opt_.max_patch_sites) + " here: name one layer (blocks.L.…), drop per_position or shorten the text",
+            std::to_string(opt_.max_patch_sites) +
+            " here: name one layer (blocks.L.…), drop per_position or shorten the text",
         {{"sites", sites}, {"max_sites", opt_.max_patch_sites}});
   // "job": a name the page polls /api/patch-progress with while this request runs
   std::string jid;
   if (req.contains("job")) {
     jid = string_of(req, "job", "");
     if (jid.empty() || jid.size() > 64 ||
-        jid.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+        jid.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            std::string::npos)
       bad("\"job\" must be 1 to 64 letters, digits, '_' or '-'");
     std::lock_guard<std::mutex> lk(progress_mu_);
     if (progress_.count(jid)) bad("\"job\" '" + jid + "' is already running");
-    if (progress_.size() >= 256) bad("too many sweeps running; try again when one has finished", {}) ;
+    if (progress_.size() >= 256) bad("too many sweeps running; try again when one has finished", {});
     progress_[jid] = {0, int(sites)};
   }
   struct Forget {
@@ -309,10 +328,16 @@ json Service::patch(const json& req) {
           {"corrupt_tokens", labels(job.corrupt)},
           {"base", noising ? "clean" : "corrupt"},
           {"loss_positions", job.o.metric.loss_positions},
-          {"answer", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(job.o.metric.answer) : json(nullptr)},
-          {"wrong", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(job.o.metric.wrong) : json(nullptr)},
-          {"answer_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(labels({job.o.metric.answer})[0]) : json(nullptr)},
-          {"wrong_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(labels({job.o.metric.wrong})[0]) : json(nullptr)}};
+          {"answer",
+           job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(job.o.metric.answer) : json(nullptr)},
+          {"wrong",
+           job.o.metric.kind == an::PatchMetric::Kind::LogitDiff ? json(job.o.metric.wrong) : json(nullptr)},
+          {"answer_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff
+                               ? json(labels({job.o.metric.answer})[0])
+                               : json(nullptr)},
+          {"wrong_label", job.o.metric.kind == an::PatchMetric::Kind::LogitDiff
+                              ? json(labels({job.o.metric.wrong})[0])
+                              : json(nullptr)}};
 }
 
 json Service::patch_progress(const json& req) {
@@ -328,7 +353,8 @@ json Service::patch_progress(const json& req) {
 json Service::attribute(const json& req) {
   if (!req.is_object()) bad("the request body must be a JSON object");
   for (const auto& [k, v] : req.items())
-    if (k != "text" && k != "ids" && k != "answer" && k != "wrong" && k != "position") bad("unknown key \"" + k + "\"");
+    if (k != "text" && k != "ids" && k != "answer" && k != "wrong" && k != "position")
+      bad("unknown key \"" + k + "\"");
   const std::vector<int> ids = request_ids(req);
   const Arch& a = lm_.arch;
   auto token = [&](const char* key) {
@@ -341,7 +367,8 @@ json Service::attribute(const json& req) {
             std::to_string(a.vocab_size) + ")");
       return int(x);
     }
-    if (!v.is_string() || v.get<std::string>().empty()) bad(std::string("\"") + key + "\" must be a token id or a one-token text");
+    if (!v.is_string() || v.get<std::string>().empty())
+      bad(std::string("\"") + key + "\" must be a token id or a one-token text");
     if (!tok_) bad(std::string("\"") + key + "\": the model has no tokenizer; give a token id");
     const auto t = tok_->encode(v.get<std::string>());
     if (t.size() != 1)
@@ -358,10 +385,15 @@ json Service::attribute(const json& req) {
   }
   json terms = json::array(), lens = json::array();
   for (const auto& t : r.terms)
-    terms.push_back({{"name", t.name}, {"kind", t.kind}, {"layer", t.layer}, {"head", t.head}, {"value", t.value}});
+    terms.push_back(
+        {{"name", t.name}, {"kind", t.kind}, {"layer", t.layer}, {"head", t.head}, {"value", t.value}});
   for (const auto& l : r.lens)
-    lens.push_back({{"where", l.where}, {"layer", l.layer}, {"logit_diff", l.logit_diff}, {"top_token", l.top_token},
-                    {"top_label", labels({l.top_token})[0]}, {"answer_rank", l.answer_rank}});
+    lens.push_back({{"where", l.where},
+                    {"layer", l.layer},
+                    {"logit_diff", l.logit_diff},
+                    {"top_token", l.top_token},
+                    {"top_label", labels({l.top_token})[0]},
+                    {"answer_rank", l.answer_rank}});
   return {{"tokens", ids},
           {"labels", labels(ids)},
           {"position", r.position},
@@ -396,7 +428,8 @@ json Service::patch_site(const json& req) {
     bad("\"layer\" " + std::to_string(layer) + " is not a layer of " + job.o.hook);
   const int heads = site_heads(a, job.o.hook);
   const int head = heads > 0 ? int_of(req, "head", -1, -1, heads - 1) : -1;
-  if (heads == 0 && req.contains("head") && !req["head"].is_null()) bad(job.o.hook + " has no heads: \"head\" must be null");
+  if (heads == 0 && req.contains("head") && !req["head"].is_null())
+    bad(job.o.hook + " has no heads: \"head\" must be null");
   const int pos = int_of(req, "pos", -1, -1, T - 1);
   const bool kv = job.o.hook.ends_with("attn.hook_k") || job.o.hook.ends_with("attn.hook_v") ||
                   job.o.hook.ends_with("attn.hook_rot_k");
@@ -438,7 +471,8 @@ json Service::patch_site(const json& req) {
   const float* p1 = after.acts.at(pn).data() + int64_t(view) * T * T;
   json heads_read = json::array();
   if (kv)
-    for (int h = std::max(head, 0) * group; h < (head < 0 ? a.H : (head + 1) * group); h++) heads_read.push_back(h);
+    for (int h = std::max(head, 0) * group; h < (head < 0 ? a.H : (head + 1) * group); h++)
+      heads_read.push_back(h);
   return {{"hook", job.o.hook},
           {"patched", name},
           {"layer", layer},
@@ -459,8 +493,9 @@ json Service::patch_site(const json& req) {
           {"corrupt", mk},
           {"metric", mp},
           {"normalised", num_or_null((mp - mk) / (mc - mk))},
-          {"note", "all " + std::to_string(T) + " tokens run (the sweep truncates after the metric's last position), "
-                   "so the metric may differ from the heatmap's cell by float rounding"}};
+          {"note", "all " + std::to_string(T) +
+                       " tokens run (the sweep truncates after the metric's last position), "
+                       "so the metric may differ from the heatmap's cell by float rounding"}};
 }
 
 // One head's score of a fixed (unrotated) q/k pair as the offset Δ = i − j grows: the query q of token
@@ -491,7 +526,8 @@ json Service::rope(const json& req) {
   {
     Slot slot(forwards_);
     acts = run_with_cache(
-        lm_, ids, [&](const std::string& s) { return s == pre + "attn.hook_q" || s == pre + "attn.hook_k"; }, true);
+        lm_, ids, [&](const std::string& s) { return s == pre + "attn.hook_q" || s == pre + "attn.hook_k"; },
+        true);
   }
   const float* q = acts.at(pre + "attn.hook_q").data() + (int64_t(i) * a.H + head) * a.dh;
   const float* k = acts.at(pre + "attn.hook_k").data() + (int64_t(j) * a.n_kv + g) * a.dh;
@@ -515,31 +551,35 @@ json Service::rope(const json& req) {
   };
   const std::vector<double> s0 = curve(0), s1 = curve(shift);
   double dmax = 0, smax = 0;
-  for (int d = 0; d < n; d++) dmax = std::max(dmax, std::abs(s0[size_t(d)] - s1[size_t(d)])), smax = std::max(smax, std::abs(s0[size_t(d)]));
+  for (int d = 0; d < n; d++)
+    dmax = std::max(dmax, std::abs(s0[size_t(d)] - s1[size_t(d)])),
+    smax = std::max(smax, std::abs(s0[size_t(d)]));
   double plain = 0;
   for (int e = 0; e < a.dh; e++) plain += double(q[e]) * double(k[e]);
   const auto c = compute(ids);
-  json out = {{"layer", layer},
-              {"head", head},
-              {"kv_head", g},
-              {"i", i},
-              {"j", j},
-              {"tokens", labels(ids)},
-              {"T", T},
-              {"rotary_dim", a.rotary_dim},
-              {"head_dim", a.dh},
-              {"rope_theta", a.rope_theta},
-              {"rope_scaling", a.rope_scaling.type},
-              {"attn_scale", a.attn_scale},
-              {"offsets", n},
-              {"score", s0},
-              {"shift", shift},
-              {"score_shifted", s1},
-              {"max_abs_shift_diff", dmax},
-              {"max_abs_score", smax},
-              {"unrotated", plain * a.attn_scale},
-              {"what", "score(Δ) = scale·(R_{p+Δ} q_i)·(R_p k_j) with the text's unrotated q of token i and k of token j, "
-                       "p = 0 (score) and p = shift (score_shifted)"}};
+  json out = {
+      {"layer", layer},
+      {"head", head},
+      {"kv_head", g},
+      {"i", i},
+      {"j", j},
+      {"tokens", labels(ids)},
+      {"T", T},
+      {"rotary_dim", a.rotary_dim},
+      {"head_dim", a.dh},
+      {"rope_theta", a.rope_theta},
+      {"rope_scaling", a.rope_scaling.type},
+      {"attn_scale", a.attn_scale},
+      {"offsets", n},
+      {"score", s0},
+      {"shift", shift},
+      {"score_shifted", s1},
+      {"max_abs_shift_diff", dmax},
+      {"max_abs_score", smax},
+      {"unrotated", plain * a.attn_scale},
+      {"what",
+       "score(Δ) = scale·(R_{p+Δ} q_i)·(R_p k_j) with the text's unrotated q of token i and k of token j, "
+       "p = 0 (score) and p = shift (score_shifted)"}};
   if (i >= j) {
     const double sij = c->S[size_t(layer)][(size_t(head) * T + i) * T + j];
     out["text_offset"] = i - j;
@@ -555,7 +595,8 @@ json Service::swap_check(const std::vector<int>& ids, int layer, int head, const
   std::map<std::string, Tensor> acts;
   {
     Slot slot(forwards_);
-    acts = run_with_cache(lm_, ids, [&](const std::string& s) { return s == un; }, true);
+    acts = run_with_cache(
+        lm_, ids, [&](const std::string& s) { return s == un; }, true);
   }
   const Tensor& u = acts.at(un);  // [T, d]
   const QkvMaps w = qkv_maps(lm_, layer);
@@ -566,7 +607,8 @@ json Service::swap_check(const std::vector<int>& ids, int layer, int head, const
     for (int e = 0; e < dh; e++) {
       const float* wk = w.Wk.data() + (int64_t(g) * dh + e) * d;
       const float* wq = w.Wq.data() + (int64_t(head) * dh + e) * d;
-      double sq = w.bk.empty() ? 0 : w.bk[size_t(g) * dh + e], sk = w.bq.empty() ? 0 : w.bq[size_t(head) * dh + e];
+      double sq = w.bk.empty() ? 0 : w.bk[size_t(g) * dh + e],
+             sk = w.bq.empty() ? 0 : w.bq[size_t(head) * dh + e];
       for (int x = 0; x < d; x++) {
         const double ux = u.data()[int64_t(t) * d + x];
         sq += ux * wk[x], sk += ux * wq[x];
@@ -594,7 +636,8 @@ json Service::swap_check(const std::vector<int>& ids, int layer, int head, const
           {"tolerance", tol},
           {"transposes", dmax <= tol},
           {"asymmetry", norm > 0 ? std::sqrt(asym / norm) : 0.0},
-          {"what", std::string(a.rotary() ? "S' = scale·(R_i q'_i)·(R_j k'_j)" : "S' = scale·q'_i·k'_j") + " with q' = u·W_K + b_K and k' = u·W_Q + b_Q (the maps and biases swapped" +
+          {"what", std::string(a.rotary() ? "S' = scale·(R_i q'_i)·(R_j k'_j)" : "S' = scale·q'_i·k'_j") +
+                       " with q' = u·W_K + b_K and k' = u·W_Q + b_Q (the maps and biases swapped" +
                        (a.rotary() ? ", each rotated at its own position" : "") + ") against Sᵀ"}};
 }
 

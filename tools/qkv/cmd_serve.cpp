@@ -65,18 +65,22 @@ void run_serve(ServeArgs& a) {
 }
 
 void register_serve(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "A local web page: the soft dictionary, the model's attention (any family; rotary S from rotated q, k), heads, circuits, activation patching");
+  auto* cmd = app.add_subcommand("serve",
+                                 "A local web page: the soft dictionary, the model's attention (any family; "
+                                 "rotary S from rotated q, k), heads, circuits, activation patching");
   auto a = std::make_shared<ServeArgs>();
   add_model_option(cmd, a->m);
   cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
-  cmd->add_option("--port", a->o.port, "port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port", a->o.port, "port (default 8080; 0 picks a free one)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--max-body", a->o.max_body_bytes, "largest request body in bytes (default 65536)")
       ->check(CLI::Range(1024, 16 << 20));
   cmd->add_option("--forwards", a->forwards, "forwards computed at once; other requests wait (default 2)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--patch-tokens", a->patch_tokens, "longest input of the patching view (default 256)")
       ->check(CLI::Range(2, 1 << 16));
-  cmd->add_option("--patch-sites", a->patch_sites, "most sites (one forward each) of one patching sweep (default 2048)")
+  cmd->add_option("--patch-sites", a->patch_sites,
+                  "most sites (one forward each) of one patching sweep (default 2048)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--log", a->o.log, "one line per request on stderr");
   cmd->callback([a] { run_serve(*a); });
