@@ -494,13 +494,29 @@ function wmReadout() {
 
 const M = { info: null, input: null, grid: null, focus: null, layer: 0, head: 0, follow: -1, hover: null, geom: null, sgeom: null, tgeom: null, seq: 0 };
 
+// "ids: 1, 2, 3" in a text box means token ids (a model without a tokenizer; any model): the list, else null.
+function parseIds(text) {
+  const m = /^\s*ids\s*:\s*([\d,\s]*)$/.exec(text);
+  return m ? m[1].split(/[\s,]+/).filter(Boolean).map(Number) : null;
+}
+
 function modelInput() {
-  return M.input && M.input.ids ? { ids: M.input.ids } : { text: $('text').value };
+  if (M.input && M.input.ids) return { ids: M.input.ids };
+  const ids = parseIds($('text').value);
+  return ids ? { ids } : { text: $('text').value };
 }
 
 const onText = debounce(async () => {
   M.input = null;
   const text = $('text').value;
+  const ids = parseIds(text);
+  if (ids) {
+    const P = M.info.config.n_positions;
+    $('tok-count').textContent = `${ids.length} / ${P} token ids`;
+    $('tok-count').className = ids.length <= P ? 'muted' : 'error';
+    loadAttention(true);  // the server checks the ids and the length
+    return;
+  }
   try {
     const t = await api('/api/tokenize', { text });
     $('tok-count').textContent = `${t.count} / ${t.n_positions} tokens`;
@@ -805,7 +821,12 @@ const PATCH_HOOKS = ['attn.hook_q', 'attn.hook_k', 'attn.hook_v', 'attn.hook_z',
 function patchRequest() {
   const rep = $('patch-src-rep').checked;
   const body = { hook: $('patch-hook').value.trim(), direction: $('patch-dir').value, per_position: $('patch-perpos').checked };
-  if (rep) { body.repeated = Number($('patch-n').value); body.seed = Number($('patch-seed').value); } else { body.clean = $('patch-clean').value; body.corrupt = $('patch-corrupt').value; }
+  if (rep) { body.repeated = Number($('patch-n').value); body.seed = Number($('patch-seed').value); } else {
+    for (const k of ['clean', 'corrupt']) {
+      const v = $('patch-' + k).value, ids = parseIds(v);
+      if (ids) body[k + '_ids'] = ids; else body[k] = v;
+    }
+  }
   const metric = $('patch-metric').value;
   body.metric = metric;
   const tokenArg = (v) => (/^\d+$/.test(v.trim()) ? Number(v.trim()) : v);
@@ -835,8 +856,11 @@ function patchMode() {
 }
 
 const patchCount = debounce(async () => {
-  if (!M.info || !M.info.tokenizer) return;
+  if (!M.info) return;
   for (const k of ['clean', 'corrupt']) {
+    const ids = parseIds($('patch-' + k).value);
+    if (ids) { $(`patch-${k}-n`).textContent = `${ids.length} token ids`; continue; }
+    if (!M.info.tokenizer) { $(`patch-${k}-n`).textContent = 'no tokenizer: “ids: …”'; continue; }
     try {
       const t = await api('/api/tokenize', { text: $('patch-' + k).value });
       $(`patch-${k}-n`).textContent = `${t.count} tokens`;
@@ -995,7 +1019,8 @@ const DLA = { res: null, fig: null };
 
 async function dlaRun() {
   const tokenArg = (v) => (/^\d+$/.test(v.trim()) ? Number(v.trim()) : v);
-  const body = { text: $('patch-clean').value, answer: tokenArg($('patch-answer').value), wrong: tokenArg($('patch-wrong').value) };
+  const ids = parseIds($('patch-clean').value);
+  const body = { ...(ids ? { ids } : { text: $('patch-clean').value }), answer: tokenArg($('patch-answer').value), wrong: tokenArg($('patch-wrong').value) };
   const pos = Number($('patch-pos').value);
   if (pos >= 0) body.position = pos;
   $('dla-status').textContent = 'attributing…';
@@ -1225,8 +1250,19 @@ async function main() {
       : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : which === 'dla' ? DLA.fig : headsFigure();
     exportFigure(fig, `qkv-${which}`, b.dataset.format);
   }));
-  if (M.info && M.info.tokenizer) onText();
-  else if (M.info) showError('model-error', 'this model has no tokenizer beside it: the attention panel needs token ids (POST /api/attention with "ids")');
+  if (M.info && !M.info.tokenizer) {
+    // no tokenizer beside the model: the text boxes take token ids
+    const n = Math.min(24, M.info.config.n_positions), V = M.info.config.vocab_size;
+    const ids = [...Array(n).keys()].map((k) => (7 + 13 * (k % 12)) % V);
+    $('text').value = 'ids: ' + ids.join(', ');
+    $('patch-clean').value = 'ids: ' + ids.join(', ');
+    $('patch-corrupt').value = 'ids: ' + ids.map((v, k) => (k < n / 2 ? (v + 101) % V : v)).join(', ');
+    $('patch-answer').value = String(ids[0]); $('patch-wrong').value = String(ids[1] || 0);
+    $('model-family-note').textContent = ($('model-family-note').hidden ? '' : $('model-family-note').textContent + ' ') +
+      'This model has no tokenizer beside it: the text boxes take token ids as “ids: 1, 2, 3”.';
+    $('model-family-note').hidden = false;
+  }
+  if (M.info) onText();
   if (M.info && M.info.features && M.info.features.heads) loadHeads();
 }
 

@@ -64,9 +64,12 @@ start_extra() {  # start_extra NAME MODEL -> sets xurl
   done
   bad "qkv serve --model $2 did not print its URL"; cat "$tmp/$1.err"; return 1
 }
-if start_extra induction "$src/models/induction" && gurl=$xurl && start_extra llama "$tmp/llama"; then
-  ok "qkv serve on models/induction ($gurl) and on a llama checkpoint ($xurl)"
-  (cd "$web" && node patch_test.js "$qkv" "$art" "$gurl" "$src/models/induction" "$xurl" "$tmp/llama") || bad "patching/rotary browser test (see the lines above; screenshots in $art)"
+"$qkv" init --arch qwen2 --preset tiny --out "$tmp/qwen2" >/dev/null  # no tokenizer beside it: ids
+if start_extra induction "$src/models/induction" && gurl=$xurl && start_extra qwen2 "$tmp/qwen2" && nurl=$xurl &&
+  start_extra llama "$tmp/llama"; then
+  ok "qkv serve on models/induction ($gurl), a llama checkpoint ($xurl) and a qwen2 one without a tokenizer ($nurl)"
+  (cd "$web" && node patch_test.js "$qkv" "$art" "$gurl" "$src/models/induction" "$xurl" "$tmp/llama" "$nurl" "$tmp/qwen2") ||
+    bad "patching/rotary browser test (see the lines above; screenshots in $art)"
 fi
 for p in "${extra[@]}"; do
   kill -TERM "$p"; wait "$p"; rc=$?

@@ -9,7 +9,8 @@
 // against rotate_half written here in JS on the dump's unrotated q and k); Sᵀ is S's transpose cell by cell
 // and S is not symmetric; the W_Q ↔ W_K swap gives Sᵀ; the offset chart equals the JS rotation and depends
 // on i − j only; GPT-2-only panels say so. Screenshots in ARTIFACTS_DIR.
-// Usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL
+// Optionally a family checkpoint without a tokenizer: ids typed as "ids: 1, 2, 3", patching equal to the CLI.
+// Usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL [NOTOK_URL NOTOK_MODEL]
 'use strict';
 const { chromium } = require('playwright-core');
 const { execFileSync } = require('child_process');
@@ -18,8 +19,8 @@ const os = require('os');
 const path = require('path');
 const { readNpy } = require('./npy');
 
-const [qkv, artifacts, gptUrl, gptModel, llUrl, llModel] = process.argv.slice(2);
-if (!llModel) { console.error('usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL'); process.exit(2); }
+const [qkv, artifacts, gptUrl, gptModel, llUrl, llModel, ntUrl, ntModel] = process.argv.slice(2);
+if (!llModel) { console.error('usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL [NOTOK_URL NOTOK_MODEL]'); process.exit(2); }
 fs.mkdirSync(artifacts, { recursive: true });
 
 let failures = 0;
@@ -343,6 +344,33 @@ async function rotary(page) {
   check('rotary: no console errors or page errors', problems.length === 0, problems.join(' | '));
 }
 
+// ---- a family checkpoint without a tokenizer (qwen2): the text boxes take "ids: …" ---------------------
+async function noTokenizer(page) {
+  const problems = [];
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
+  await page.goto(ntUrl);
+  await waitFor(page, () => document.body.dataset.ready !== undefined && document.body.dataset.ropeReady !== undefined, null, { timeout: 60000 });
+  const text = await page.inputValue('#text');
+  const note = await page.textContent('#model-family-note');
+  check('no tokenizer (qwen2): ids in the text box, the grid and the offset chart drawn', /^ids: /.test(text) && (await page.$$('#grid canvas')).length === 8 && /no tokenizer/.test(note),
+    `${text.slice(0, 30)}…`);
+  await page.locator('#patch').scrollIntoViewIfNeeded();
+  await page.check('#patch-src-text');
+  await page.selectOption('#patch-metric', 'logit_diff');
+  await page.fill('#patch-hook', 'attn.hook_q');
+  const clean = (await page.inputValue('#patch-clean')).replace(/^ids:\s*/, '').replace(/\s/g, '');
+  const corrupt = (await page.inputValue('#patch-corrupt')).replace(/^ids:\s*/, '').replace(/\s/g, '');
+  const A = await page.inputValue('#patch-answer'), B = await page.inputValue('#patch-wrong');
+  await page.click('#patch-run');
+  await waitFor(page, () => document.body.dataset.patchDone === '1', null, { timeout: 120000 });
+  const g = (await page.$eval('#patch-canvas', (c) => JSON.parse(c.dataset.values || '[]'))).flat();
+  const cli = cliJson('patch', '--model', ntModel, '--clean-tokens', clean, '--corrupt-tokens', corrupt, '--answer', A, '--wrong', B, '--hook', 'attn.hook_q', '--json');
+  const d = maxAbs(g, cli.sites.map((x) => x.normalised));
+  check('no tokenizer: patching token ids equals qkv patch --clean-tokens … --json', g.length === 8 && d <= 1e-12, `${g.length} cells, max |Δ| ${d}`);
+  check('no tokenizer: no console errors or page errors', problems.length === 0, problems.join(' | '));
+}
+
 (async () => {
   const userData = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-chromium-'));
   const context = await chromium.launchPersistentContext(userData, {
@@ -351,7 +379,9 @@ async function rotary(page) {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     viewport: { width: 1280, height: 900 },
   });
-  for (const [name, fn] of [['patching', patching], ['rotary', rotary]]) {
+  const sessions = [['patching', patching], ['rotary', rotary]];
+  if (ntModel) sessions.push(['no-tokenizer', noTokenizer]);
+  for (const [name, fn] of sessions) {
     const page = await context.newPage();
     try { await fn(page); } catch (e) {
       check(`${name} session`, false, e.stack || String(e));
