@@ -334,7 +334,7 @@ json Service::attention(const json& req) {
   const bool want_swap = get_bool(req, "swap_check", false);
   const auto c = compute(ids);
   const int T = c->T, H = c->H;
-  const double unscale = 1.0 / c->scale;  // GPT-2: √dh
+  const double unscale = gpt2_ ? std::sqrt(double(c->dh)) : 1.0 / c->scale;  // the model's scale undone
   json out = {{"ids", ids},
               {"tokens", labels(ids)},
               {"T", T},
