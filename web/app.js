@@ -500,6 +500,12 @@ function parseIds(text) {
   return m ? m[1].split(/[\s,]+/).filter(Boolean).map(Number) : null;
 }
 
+// Key j is hidden from query i by the causal mask, or by the layer's sliding window (i − w < j ≤ i visible).
+function hidden(layer, i, j) {
+  const w = M.info && M.info.config && M.info.config.window ? M.info.config.window[layer] || 0 : 0;
+  return j > i || (w > 0 && j <= i - w);
+}
+
 function modelInput() {
   if (M.input && M.input.ids) return { ids: M.input.ids };
   const ids = parseIds($('text').value);
@@ -567,7 +573,7 @@ function drawGrid() {
       if (l === M.layer && h === M.head) c.classList.add('sel');
       const m = g.layers[l][h], n = g.size, cell = px / n;
       const p = new CanvasPainter(c, px, px);
-      p.cells(0, 0, cell, cell, n, n, (i, j) => (g.exact && j > i ? MASKED : seqColor(m[i][j], 0, 1)));
+      p.cells(0, 0, cell, cell, n, n, (i, j) => (g.exact && hidden(l, i, j) ? MASKED : seqColor(m[i][j], 0, 1)));
       c.addEventListener('click', () => focusHead(l, h, false));
       kids.push(c);
     }
@@ -584,10 +590,10 @@ function focusHead(l, h, scroll) {
 
 function patternSpec(cell) {
   const f = M.focus.focus, tok = M.focus.tokens, T = M.focus.T;
-  return { rows: T, cols: T, get: (i, j) => f.pattern[i][j], masked: (i, j) => j > i, rowLabels: tok, colLabels: tok,
+  return { rows: T, cols: T, get: (i, j) => f.pattern[i][j], masked: (i, j) => hidden(f.layer, i, j), rowLabels: tok, colLabels: tok,
     title: `layer ${f.layer}, head ${f.head}: pattern A${M.focus.scale ? '' : ' (not divided by √d_k)'}`, rowTitle: 'query', colTitle: 'key',
     scale: 'seq', lo: 0, hi: 1, cell, showValues: true, hlRow: M.follow, hlCell: M.hover, fmt: f2,
-    titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${j > i ? 'masked' : f.pattern[i][j]}` };
+    titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${hidden(f.layer, i, j) ? 'masked' : f.pattern[i][j]}` };
 }
 
 function scoreSpecs(cell) {
@@ -622,7 +628,8 @@ function drawFocus() {
   const a = r.focus.max_asymmetry;
   $('asym').textContent = `‖S − Sᵀ‖ / ‖S‖ = ${f2(r.focus.asymmetry)}; the largest gap: S[${a.i},${a.j}] (${r.tokens[a.i]} → ${r.tokens[a.j]}) = ${f2(r.focus.scores[a.i][a.j])}` +
     ` but S[${a.j},${a.i}] = ${f2(r.focus.scores[a.j][a.i])}. Masking keeps the lower triangle (j ≤ i): the query “asks”, the key “answers”, and the two roles are not interchangeable.` +
-    (r.rotary ? ' On this rotary model S is computed from the ROTATED q and k (hook_rot_q, hook_rot_k), exactly the pairs the softmax reads.' : '');
+    (r.rotary ? ' On this rotary model S is computed from the ROTATED q and k (hook_rot_q, hook_rot_k), exactly the pairs the softmax reads.' : '') +
+    (r.focus.window > 0 ? ` At this layer the sliding window of ${r.focus.window} also hides every key more than ${r.focus.window - 1} positions back (grey in the pattern).` : '');
   const sw = r.focus.swap, swp = $('swap');
   if (sw) {
     swp.textContent = `Swap the roles: recompute S with W_Q ↔ W_K (and their biases${r.rotary ? ', each side rotated at its own position' : ''}) and it ` +
@@ -647,7 +654,7 @@ function drawRowBars() {
 function setReadout(i, j) {
   const r = M.focus, ro = $('readout');
   if (i === null) { ro.textContent = 'hover a cell'; delete ro.dataset.value; return; }
-  const masked = j > i, v = r.focus.pattern[i][j];
+  const masked = hidden(r.focus.layer, i, j), v = r.focus.pattern[i][j];
   ro.replaceChildren(el('span', { text: `query ${i} “${r.tokens[i]}” → key ${j} “${r.tokens[j]}”: ` }),
     el('b', { id: 'readout-value', text: masked ? 'masked (0)' : f6(v) }),
     el('span', { class: 'muted', text: `   S = ${f6(r.focus.scores[i][j])}` }));
@@ -978,7 +985,7 @@ async function patchSite(ij) {
 
 function siteSpecs() {
   const r = PA.site.res, T = r.T, tok = r.tokens, cell = Math.max(3, Math.min(22, Math.floor(330 / T)));
-  const base = { rows: T, cols: T, masked: (i, j) => j > i, rowLabels: tok, colLabels: tok, scale: 'seq', lo: 0, hi: 1, cell, showValues: cell >= 34, rowTitle: 'query', colTitle: 'key' };
+  const base = { rows: T, cols: T, masked: (i, j) => hidden(r.layer, i, j), rowLabels: tok, colLabels: tok, scale: 'seq', lo: 0, hi: 1, cell, showValues: cell >= 34, rowTitle: 'query', colTitle: 'key' };
   const before = { ...base, get: (i, j) => r.before[i][j], title: `before: head ${r.view_head} at layer ${r.layer} (${r.base} run)`, titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${r.before[i][j]}` };
   const after = { ...base, get: (i, j) => r.after[i][j], title: `after: ${r.patched}${r.head === null ? '' : ' head ' + r.head}${r.pos === null ? '' : ' @' + r.pos} patched`, titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${r.after[i][j]}` };
   const L = r.pattern_change.length, H = r.pattern_change[0].length;
