@@ -125,6 +125,7 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   post("/api/rope", &Service::rope);
   post("/api/patch-progress", &Service::patch_progress);
   post("/api/attribute", &Service::attribute);
+  post("/api/path-patch", &Service::path_patch);
 
   // Request bodies are bounded before a byte of them is read. cpp-httplib 0.11.4 applies
   // set_payload_max_length to a Content-Length only: a chunked body or one without Content-Length (read

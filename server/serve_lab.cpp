@@ -340,6 +340,60 @@ json Service::patch(const json& req) {
                               : json(nullptr)}};
 }
 
+// Path patching SENDER:RECEIVER:q|k|v (heads as LAYER.HEAD) on the same inputs and metric as a sweep:
+// `qkv patch --path … --json`'s keys.
+json Service::path_patch(const json& req) {
+  if (!req.is_object()) bad("the request body must be a JSON object");
+  if (!req.contains("path") || !req["path"].is_string())
+    bad("\"path\" is missing: SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+  const std::string path = req["path"].get<std::string>();
+  json rest = req;
+  rest.erase("path");
+  if (rest.contains("hook") || rest.contains("per_position"))
+    bad("path patching takes no \"hook\" or \"per_position\"");
+  rest["hook"] = "attn.hook_z";  // unused: patch_job reads the inputs and the metric
+  const PatchJob job = patch_job(rest, false);
+  an::PathSpec sp;
+  auto refuse = [&] {
+    bad("\"path\": '" + path + "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+  };
+  const size_t c1 = path.find(':'), c2 = c1 == std::string::npos ? c1 : path.find(':', c1 + 1);
+  if (c2 == std::string::npos || path.size() != c2 + 2 || path.size() > 32) refuse();
+  auto head = [&](const std::string& x, int& l, int& h) {
+    const size_t dot = x.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 >= x.size() ||
+        x.find_first_not_of("0123456789.") != std::string::npos || x.find('.', dot + 1) != std::string::npos)
+      refuse();
+    l = std::stoi(x.substr(0, dot));
+    h = std::stoi(x.substr(dot + 1));
+  };
+  head(path.substr(0, c1), sp.sender_layer, sp.sender_head);
+  head(path.substr(c1 + 1, c2 - c1 - 1), sp.receiver_layer, sp.receiver_head);
+  sp.input = path[c2 + 1];
+  an::PathResult r;
+  {
+    Slot slot(forwards_);
+    r = an::path_patch(lm_, job.clean, job.corrupt, sp, job.o.direction,
+                       job.o.metric);  // refuses bad heads (400)
+  }
+  const bool noising = job.o.direction == an::PatchDirection::Noising;
+  const double frac =
+      noising ? (1 - r.normalised) / (1 - r.receiver_normalised) : r.normalised / r.receiver_normalised;
+  return {{"path", path},
+          {"direction", an::direction_name(job.o.direction)},
+          {"metric", job.o.metric.describe()},
+          {"inputs", job.inputs},
+          {"clean", r.clean},
+          {"corrupt", r.corrupt},
+          {"patched", r.metric},
+          {"normalised", num_or_null(r.normalised)},
+          {"receiver_only", r.receiver_metric},
+          {"receiver_only_normalised", num_or_null(r.receiver_normalised)},
+          {"fraction_of_receiver_effect", num_or_null(frac)},
+          {"delta_norm", r.delta_norm},
+          {"forwards", r.forwards}};
+}
+
 json Service::patch_progress(const json& req) {
   if (!req.is_object()) bad("the request body must be a JSON object");
   const std::string jid = string_of(req, "job", "");

@@ -74,6 +74,7 @@ class Service {
   json rope(const json& req);                  // POST /api/rope        (serve_lab.cpp)
   json patch_progress(const json& req);        // POST /api/patch-progress (serve_lab.cpp)
   json attribute(const json& req);             // POST /api/attribute   (serve_lab.cpp)
+  json path_patch(const json& req);            // POST /api/path-patch  (serve_lab.cpp)
 
   const Arch& arch() const { return lm_.arch; }
   bool is_gpt2() const { return gpt2_.has_value(); }

@@ -1073,7 +1073,30 @@ function drawDla() {
   Object.assign($('dla-note').dataset, { logitDiff: String(r.logit_diff), sumTerms: String(r.sum_terms) });
 }
 
+// Path patching: the same inputs, metric and direction as the sweep; one number and its share.
+async function pathRun() {
+  let body;
+  try { body = patchRequest(); } catch (e) { showError('patch-error', e.message); return; }
+  delete body.hook; delete body.per_position;
+  body.path = `${$('path-sender').value.trim()}:${$('path-receiver').value.trim()}:${$('path-input').value}`;
+  const out = $('path-result');
+  out.textContent = 'patching the path…'; out.classList.add('busy');
+  try {
+    const r = await api('/api/path-patch', body);
+    showError('patch-error', '');
+    const [s, rc, inp] = r.path.split(':');
+    out.textContent = `${r.path} (${r.direction}): head ${s}'s output swapped only into head ${rc}'s ${inp} gives normalised ${f6(r.normalised)}; ` +
+      `head ${rc}'s whole ${inp} patched gives ${f6(r.receiver_only_normalised)}: the path carries ` +
+      (r.fraction_of_receiver_effect === null ? '— (the receiver alone has no effect)' : `${(100 * r.fraction_of_receiver_effect).toFixed(1)}%`) +
+      ` of the receiver's ${inp} effect (${r.forwards} forwards; |Δ| of the sender's contribution ${f6(r.delta_norm)}).`;
+    Object.assign(out.dataset, { normalised: String(r.normalised), fraction: String(r.fraction_of_receiver_effect), receiver: String(r.receiver_only_normalised) });
+    document.body.dataset.pathReady = r.path + '/' + Date.now();
+  } catch (e) { out.textContent = ''; showError('patch-error', e.message); document.body.dataset.pathReady = 'error/' + Date.now(); }
+  out.classList.remove('busy');
+}
+
 function wirePatch() {
+  $('path-run').addEventListener('click', pathRun);
   $('dla-run').addEventListener('click', dlaRun);
   const dl = $('patch-hooks');
   const rot = M.info && M.info.config && M.info.config.rotary;

@@ -101,6 +101,12 @@ expect patch-empty 400 'clean.. is empty' -- "${post[@]}" -d '{"clean":"","corru
 expect patch-unequal 400 'equal length in tokens' -- "${post[@]}" -d '{"clean":"abc","corrupt":"ab","hook":"attn.hook_v","loss_positions":[0]}' "${url}api/patch"
 expect patch-long 400 '129 tokens; patching takes at most 128' -- "${post[@]}" -d "{\"clean\":\"$long\",\"corrupt\":\"$long\",\"hook\":\"attn.hook_v\",\"loss_positions\":[0]}" "${url}api/patch"
 expect patch-unknown-key 400 'unknown key \\"hoook\\"' -- "${post[@]}" -d '{"repeated":6,"hoook":"attn.hook_v"}' "${url}api/patch"
+expect path-patch 200 '"fraction_of_receiver_effect":' -- "${post[@]}" -d '{"repeated":6,"path":"0.1:1.0:k"}' "${url}api/path-patch"
+expect path-patch-order 400 'must come before the receiver' -- "${post[@]}" -d '{"repeated":6,"path":"1.0:1.1:k"}' "${url}api/path-patch"
+expect path-patch-bad 400 'is not SENDER:RECEIVER' -- "${post[@]}" -d '{"repeated":6,"path":"0.1-1.0"}' "${url}api/path-patch"
+expect attribute 200 '"sum_terms":' -- "${post[@]}" -d '{"text":"abcab","answer":"c","wrong":"d"}' "${url}api/attribute"
+expect attribute-two-tokens 400 'is 2 tokens, not one' -- "${post[@]}" -d '{"text":"abcab","answer":"cd","wrong":"d"}' "${url}api/attribute"
+expect patch-progress 200 '"running":false' -- "${post[@]}" -d '{"job":"nothing"}' "${url}api/patch-progress"
 expect rope-gpt2 400 'learned positions' -- "${post[@]}" -d '{"text":"ab"}' "${url}api/rope"
 expect swap-gpt2 200 '"transposes":true' -- "${post[@]}" -d '{"text":"abcab","layer":1,"head":2,"grid":false,"swap_check":true}' "${url}api/attention"
 

@@ -115,6 +115,20 @@ async function patching(page) {
   check('before and after heatmaps drawn', drawn);
   await page.locator('#patch').screenshot({ path: path.join(artifacts, 'qkv-patch-values.png') });
 
+  // path patching 0.1 → 1.0's key: docs/patching.md's 80.5%, = qkv patch --path --json
+  await page.click('#path-run');
+  await waitFor(page, () => /^0\.1:1\.0:k\//.test(document.body.dataset.pathReady || ''), null, { timeout: 60000 });
+  const pr = await page.$eval('#path-result', (e) => ({ ...e.dataset, text: e.textContent }));
+  const pcli = cliJson('patch', '--model', gptModel, '--repeated', '25', '--path', '0.1:1.0:k', '--json');
+  check('path patching 0.1 → 1.0 k: = qkv patch --path --json, the path carries 80.5%', Number(pr.normalised) === pcli.normalised &&
+    Number(pr.fraction) === pcli.fraction_of_receiver_effect && (100 * pcli.fraction_of_receiver_effect).toFixed(1) === '80.5', pr.text.slice(0, 150));
+  await page.fill('#path-sender', '1.0');
+  await page.click('#path-run');
+  await waitFor(page, () => /^error\//.test(document.body.dataset.pathReady || ''), null, { timeout: 30000 });
+  const perr = await page.textContent('#patch-error');
+  check('path patching: a sender after the receiver is refused, saying why', /must come before the receiver/.test(perr), perr);
+  await page.fill('#path-sender', '0.1');
+
   // 2. keys patched: the induction head's pattern moves
   await page.fill('#patch-hook', 'attn.hook_k');
   await run();
