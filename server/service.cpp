@@ -195,7 +195,15 @@ json Service::info() const {
 
 std::vector<std::string> Service::labels(const std::vector<int>& ids) const {
   std::vector<std::string> out;
-  for (int id : ids) out.push_back(tok_ && id < tok_->vocab_size() ? token_label(*tok_, id) : "#" + std::to_string(id));
+  for (int id : ids) {
+    if (tok_ && id < tok_->vocab_size()) {
+      out.push_back(token_label(*tok_, id));
+    } else {  // no tokenizer, or an id past its vocabulary (a family checkpoint with a smaller tokenizer)
+      std::string s = "#";
+      s += std::to_string(id);
+      out.push_back(std::move(s));
+    }
+  }
   return out;
 }
 
