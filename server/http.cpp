@@ -87,7 +87,7 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   svr.Get("/api/info", [&service, cap](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {
       json j = service.info();
-      j["limits"] = {{"max_body_bytes", cap}, {"n_positions", service.model().config.n_positions}};
+      j["limits"] = {{"max_body_bytes", cap}, {"n_positions", service.arch().n_ctx}};
       return j;
     });
   });
@@ -120,6 +120,12 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   });
   post("/api/attention", &Service::attention);
   post("/api/heads", &Service::heads);
+  post("/api/patch", &Service::patch);
+  post("/api/patch-site", &Service::patch_site);
+  post("/api/rope", &Service::rope);
+  post("/api/patch-progress", &Service::patch_progress);
+  post("/api/attribute", &Service::attribute);
+  post("/api/path-patch", &Service::path_patch);
 
   // Request bodies are bounded before a byte of them is read. cpp-httplib 0.11.4 applies
   // set_payload_max_length to a Content-Length only: a chunked body or one without Content-Length (read

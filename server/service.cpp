@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/patching.hpp"
 #include "qkv/analysis/running_example.hpp"
 #include "qkv/analysis/soft_dictionary.hpp"
 #include "qkv/error.hpp"
@@ -84,16 +86,18 @@ json square_json(const float* p, int T) {
   return j;
 }
 
-// The pattern without the division by √dh: softmax over j ≤ i of S_ij·√dh, in double.
-std::vector<float> unscaled_pattern(const float* S, int T, double sqrt_dh) {
+// The pattern without the model's scale (÷√dh for GPT-2): softmax over the visible j (j ≤ i, and
+// i − window < j with a sliding window) of S_ij·mult, mult = 1/scale, in double.
+std::vector<float> unscaled_pattern(const float* S, int T, double mult, int window = 0) {
   std::vector<float> A(size_t(T) * T, 0.0f);
   std::vector<double> row(static_cast<size_t>(T));
   for (int i = 0; i < T; i++) {
+    const int j0 = window > 0 ? std::max(0, i - window + 1) : 0;
     double mx = -std::numeric_limits<double>::infinity();
-    for (int j = 0; j <= i; j++) mx = std::max(mx, row[size_t(j)] = double(S[int64_t(i) * T + j]) * sqrt_dh);
+    for (int j = j0; j <= i; j++) mx = std::max(mx, row[size_t(j)] = double(S[int64_t(i) * T + j]) * mult);
     double sum = 0;
-    for (int j = 0; j <= i; j++) sum += row[size_t(j)] = std::exp(row[size_t(j)] - mx);
-    for (int j = 0; j <= i; j++) A[size_t(i) * T + j] = float(row[size_t(j)] / sum);
+    for (int j = j0; j <= i; j++) sum += row[size_t(j)] = std::exp(row[size_t(j)] - mx);
+    for (int j = j0; j <= i; j++) A[size_t(i) * T + j] = float(row[size_t(j)] / sum);
   }
   return A;
 }
@@ -116,42 +120,97 @@ json thumbnail(const float* A, int T, int n) {
   return j;
 }
 
+std::string short_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string scores_are(const Arch& a, bool scale) {
+  std::string qk = a.rotary() ? "(R_i q_i)·(R_j k_j), the ROTATED q and k (hook_rot_q, hook_rot_k)" : "q·k";
+  std::string s;
+  if (a.model_type == "gpt2") return scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)";
+  if (scale) s = short_num(a.attn_scale) + "·" + qk;
+  else s = qk + " (without the model's scale " + short_num(a.attn_scale) + ")";
+  s += " (unmasked";
+  if (a.attn_softcap > 0) s += ", before the soft-cap";
+  return s + ")";
+}
+
 }  // namespace
 
 Service::Service(std::string model_path, GPT2 model, std::optional<Tokenizer> tokenizer, ServiceOptions options)
     : path_(std::move(model_path)),
-      model_(std::move(model)),
+      gpt2_(std::move(model)),
+      lm_(an::model_view(*gpt2_)),
       tok_(std::move(tokenizer)),
       opt_(options),
       forwards_(std::clamp(options.max_concurrent_forwards, 1, 1024)) {}
 
+Service::Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer, ServiceOptions options)
+    : path_(std::move(model_path)),
+      lm_(std::move(model)),
+      tok_(std::move(tokenizer)),
+      opt_(options),
+      forwards_(std::clamp(options.max_concurrent_forwards, 1, 1024)) {}
+
+const GPT2& Service::gpt2(const char* panel) const {
+  if (!gpt2_)
+    bad(std::string(panel) + " is GPT-2 only for now: " + path_ + " is a " + lm_.arch.model_type +
+            " model (attention, the rotary offset chart and patching take every family)",
+        {{"gpt2_only", true}, {"model_type", lm_.arch.model_type}});
+  return *gpt2_;
+}
+
 json Service::info() const {
-  const GPT2Config& c = model_.config;
+  const Arch& a = lm_.arch;
+  json wins = json::array();
+  for (int l = 0; l < a.n_layer; l++) wins.push_back(a.window_of(l));
   return {{"path", path_},
-          {"source", model_.source},
-          {"parameters", model_.num_parameters()},
+          {"source", lm_.source},
+          {"parameters", gpt2_ ? gpt2_->num_parameters() : lm_.num_parameters()},
+          {"model_type", a.model_type},
           {"config",
-           {{"vocab_size", c.vocab_size},
-            {"n_positions", c.n_positions},
-            {"n_embd", c.n_embd},
-            {"n_layer", c.n_layer},
-            {"n_head", c.n_head},
-            {"head_dim", c.head_dim()},
-            {"attn_only", c.attn_only}}},
+           {{"vocab_size", a.vocab_size},
+            {"n_positions", a.n_ctx},
+            {"n_embd", a.d},
+            {"n_layer", a.n_layer},
+            {"n_head", a.H},
+            {"n_kv_head", a.n_kv},
+            {"head_dim", a.dh},
+            {"attn_only", a.attn_only()},
+            {"rotary", a.rotary()},
+            {"rotary_dim", a.rotary() ? json(a.rotary_dim) : json(nullptr)},
+            {"rope_theta", a.rotary() ? json(a.rope_theta) : json(nullptr)},
+            {"attn_scale", a.attn_scale},
+            {"attn_softcap", a.attn_softcap},
+            {"window", wins},
+            {"norm", a.norm == NormKind::LayerNorm ? "LayerNorm" : a.norm == NormKind::RMSNorm ? "RMSNorm" : "RMSNorm (1 + w)"}}},
           {"tokenizer", tok_ ? json(tok_->vocab_size()) : json(nullptr)},
-          {"features", {{"heads", true}, {"circuits", true}}}};
+          {"patch_limits",
+           {{"max_tokens", std::min(a.n_ctx, opt_.max_patch_tokens)}, {"max_sites", opt_.max_patch_sites}}},
+          {"features",
+           {{"heads", gpt2_.has_value()}, {"circuits", gpt2_.has_value()}, {"patching", true}, {"rope", a.rotary()}}}};
 }
 
 std::vector<std::string> Service::labels(const std::vector<int>& ids) const {
   std::vector<std::string> out;
-  for (int id : ids) out.push_back(tok_ ? token_label(*tok_, id) : "#" + std::to_string(id));
+  for (int id : ids) {
+    if (tok_ && id < tok_->vocab_size()) {
+      out.push_back(token_label(*tok_, id));
+    } else {  // no tokenizer, or an id past its vocabulary (a family checkpoint with a smaller tokenizer)
+      std::string s = "#";
+      s += std::to_string(id);
+      out.push_back(std::move(s));
+    }
+  }
   return out;
 }
 
 std::vector<int> Service::request_ids(const json& req) const {
   if (!req.is_object()) bad("the request body must be a JSON object");
   std::vector<int> ids;
-  const int V = model_.config.vocab_size, P = model_.config.n_positions;
+  const int V = lm_.arch.vocab_size, P = lm_.arch.n_ctx;
   if (req.contains("ids")) {
     if (req.contains("text")) bad("give \"text\" or \"ids\", not both");
     const json& a = req["ids"];
@@ -190,7 +249,7 @@ json Service::tokenize(const json& req) const {
   const std::vector<int> ids = tok_->encode(req["text"].get<std::string>());
   std::vector<std::string> strings;
   for (int id : ids) strings.push_back(tok_->token_string(id));
-  const int P = model_.config.n_positions;
+  const int P = lm_.arch.n_ctx;
   return {{"ids", ids}, {"tokens", strings}, {"labels", labels(ids)}, {"count", ids.size()}, {"n_positions", P},
           {"fits", int(ids.size()) <= P}};
 }
@@ -212,15 +271,50 @@ std::shared_ptr<const Computed> Service::compute(const std::vector<int>& ids) {
       std::counting_semaphore<1024>& s;
       ~Release() { s.release(); }
     } release{forwards_};
-    Activations acts;  // this request's own: the model is shared and read-only
-    forward(model_, ids, acts);
     c->ids = ids;
-    c->L = model_.config.n_layer, c->H = model_.config.n_head, c->T = int(ids.size()), c->dh = model_.config.head_dim();
-    const size_t n = size_t(c->H) * c->T * c->T;
-    for (int l = 0; l < c->L; l++) {
-      const AttentionCache<float>& a = acts.attn[size_t(l)];
-      c->S.emplace_back(a.S.begin(), a.S.begin() + int64_t(n));
-      c->A.emplace_back(a.A.begin(), a.A.begin() + int64_t(n));
+    c->T = int(ids.size());
+    if (gpt2_) {
+      Activations acts;  // this request's own: the model is shared and read-only
+      forward(*gpt2_, ids, acts);
+      c->L = gpt2_->config.n_layer, c->H = gpt2_->config.n_head, c->dh = gpt2_->config.head_dim();
+      c->scale = 1.0 / std::sqrt(double(c->dh));
+      const size_t n = size_t(c->H) * c->T * c->T;
+      for (int l = 0; l < c->L; l++) {
+        const AttentionCache<float>& a = acts.attn[size_t(l)];
+        c->S.emplace_back(a.S.begin(), a.S.begin() + int64_t(n));
+        c->A.emplace_back(a.A.begin(), a.A.begin() + int64_t(n));
+      }
+    } else {
+      // Any family: the engine's pattern, and S = scale·(R_i q_i)·(R_j k_j) computed here from the
+      // rotated q and k the forward used (hook_rot_q/k; hook_q/k for learned positions), unmasked and
+      // before any soft-cap. Query head h reads key head h / (H / n_kv).
+      const Arch& a = lm_.arch;
+      c->L = a.n_layer, c->H = a.H, c->dh = a.dh, c->scale = a.attn_scale;
+      const std::string qn = a.rotary() ? "attn.hook_rot_q" : "attn.hook_q", kn = a.rotary() ? "attn.hook_rot_k" : "attn.hook_k";
+      auto keep = [&](const std::string& n) {
+        return n.size() > qn.size() && (n.ends_with("." + qn) || n.ends_with("." + kn) || n.ends_with(".attn.hook_pattern"));
+      };
+      const auto acts = run_with_cache(lm_, ids, keep, true);
+      const int T = c->T, H = a.H, dh = a.dh, g = a.H / a.n_kv;
+      for (int l = 0; l < c->L; l++) {
+        const std::string pre = "blocks." + std::to_string(l) + ".";
+        const Tensor& q = acts.at(pre + qn);  // [T, H, dh]
+        const Tensor& k = acts.at(pre + kn);  // [T, n_kv, dh]
+        std::vector<float> S(size_t(H) * T * T);
+        for (int h = 0; h < H; h++)
+          for (int i = 0; i < T; i++) {
+            const float* qi = q.data() + (int64_t(i) * H + h) * dh;
+            for (int j = 0; j < T; j++) {
+              const float* kj = k.data() + (int64_t(j) * a.n_kv + h / g) * dh;
+              double s = 0;
+              for (int e = 0; e < dh; e++) s += double(qi[e]) * double(kj[e]);
+              S[(size_t(h) * T + i) * T + j] = float(s * a.attn_scale);
+            }
+          }
+        c->S.push_back(std::move(S));
+        const Tensor& A = acts.at(pre + "attn.hook_pattern");
+        c->A.emplace_back(A.data(), A.data() + A.numel());
+      }
     }
   }
   if (c->bytes() <= opt_.cache_bytes) {
@@ -241,25 +335,30 @@ json Service::attention(const json& req) {
   const bool scale = get_bool(req, "scale", true);
   const bool want_grid = get_bool(req, "grid", true);
   const int thumb = get_int(req, "thumb", 48, 1, 256);
-  const GPT2Config& cfg = model_.config;
+  const Arch& cfg = lm_.arch;
   const bool has_focus = req.contains("layer") || req.contains("head");
   const int layer = get_int(req, "layer", 0, 0, cfg.n_layer - 1);
-  const int head = get_int(req, "head", 0, 0, cfg.n_head - 1);
+  const int head = get_int(req, "head", 0, 0, cfg.H - 1);
+  const bool want_swap = get_bool(req, "swap_check", false);
   const auto c = compute(ids);
   const int T = c->T, H = c->H;
-  const double sqrt_dh = std::sqrt(double(c->dh));
+  const double unscale = gpt2_ ? std::sqrt(double(c->dh)) : 1.0 / c->scale;  // the model's scale undone
   json out = {{"ids", ids},
               {"tokens", labels(ids)},
               {"T", T},
               {"n_layer", c->L},
               {"n_head", H},
+              {"n_kv_head", cfg.n_kv},
               {"head_dim", c->dh},
+              {"model_type", cfg.model_type},
+              {"rotary", cfg.rotary()},
+              {"attn_scale", c->scale},
               {"scale", scale}};
   auto pattern_of = [&](int l, int h) {
     const float* S = c->S[size_t(l)].data() + int64_t(h) * T * T;
     if (scale) return std::vector<float>(c->A[size_t(l)].begin() + int64_t(h) * T * T,
                                          c->A[size_t(l)].begin() + int64_t(h + 1) * T * T);
-    return unscaled_pattern(S, T, sqrt_dh);
+    return unscaled_pattern(S, T, unscale, cfg.window_of(l));
   };
   if (want_grid) {
     const int n = std::min(T, thumb);
@@ -276,7 +375,7 @@ json Service::attention(const json& req) {
     const float* S = c->S[size_t(layer)].data() + int64_t(head) * T * T;
     std::vector<float> scores(S, S + int64_t(T) * T);
     if (!scale)
-      for (auto& s : scores) s = float(double(s) * sqrt_dh);
+      for (auto& s : scores) s = float(double(s) * unscale);
     double diff = 0, norm = 0, max_asym = 0;
     int mi = 0, mj = 0;
     for (int i = 0; i < T; i++)
@@ -289,9 +388,12 @@ json Service::attention(const json& req) {
                     {"head", head},
                     {"pattern", square_json(A.data(), T)},
                     {"scores", square_json(scores.data(), T)},
-                    {"scores_are", scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)"},
+                    {"scores_are", scores_are(cfg, scale)},
+                    {"kv_head", head / (cfg.H / cfg.n_kv)},
+                    {"window", cfg.window_of(layer)},
                     {"asymmetry", norm > 0 ? std::sqrt(diff / norm) : 0.0},
                     {"max_asymmetry", {{"i", mi}, {"j", mj}, {"value", max_asym}}}};
+    if (want_swap) out["focus"]["swap"] = swap_check(ids, layer, head, c->S[size_t(layer)].data() + int64_t(head) * T * T, T);
   }
   return out;
 }
@@ -397,7 +499,7 @@ json Service::heads(const json& req) {
   }
   std::vector<int> text;
   if (with_text) text = request_ids(req);
-  const GPT2Config& c = model_.config;
+  const GPT2Config& c = gpt2("the heads panel").config;
   const int n = std::min(50, c.n_positions / 2);
   if (n < 1) bad("the model's context is too short for a repeated sequence");
   const int batch = 4, bos = -1;
@@ -410,7 +512,7 @@ json Service::heads(const json& req) {
       std::counting_semaphore<1024>& s;
       ~Release() { s.release(); }
     } release{forwards_};
-    scan = an::scan_heads(model_, seqs, n, bos, text);
+    scan = an::scan_heads(*gpt2_, seqs, n, bos, text);
   }
   json heads = json::array();
   for (const auto& h : scan.heads) {
@@ -439,13 +541,14 @@ json Service::heads(const json& req) {
 }
 
 json Service::circuits() {
+  gpt2("the circuits panel");
   std::lock_guard<std::mutex> lk(circuits_mu_);  // computed once; later requests read the cached result
   if (circuits_cache_) return *circuits_cache_;
   an::CircuitsOptions o;
   // OV copying needs W_Uᵀ W_E over the whole vocabulary: minutes for GPT-2's 50257 tokens on a small
   // machine, so the page leaves it out there (`qkv circuits` computes it).
-  o.copying = model_.config.vocab_size <= 4096;
-  const an::CircuitsResult r = an::circuits(model_, o);
+  o.copying = gpt2_->config.vocab_size <= 4096;
+  const an::CircuitsResult r = an::circuits(*gpt2_, o);
   json heads = json::array(), comps = json::array();
   for (const auto& h : r.heads)
     heads.push_back({{"layer", h.layer},
@@ -457,8 +560,8 @@ json Service::circuits() {
   for (const auto& c : r.compositions)
     comps.push_back({{"l1", c.l1}, {"h1", c.h1}, {"l2", c.l2}, {"h2", c.h2}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
   const auto& b = r.baseline;
-  circuits_cache_ = json{{"n_layer", model_.config.n_layer},
-                         {"n_head", model_.config.n_head},
+  circuits_cache_ = json{{"n_layer", gpt2_->config.n_layer},
+                         {"n_head", gpt2_->config.n_head},
                          {"fold_ln", o.fold_ln},
                          {"copying", o.copying},
                          {"heads", std::move(heads)},

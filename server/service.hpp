@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 #include "qkv/tokenizer.hpp"
 
@@ -34,20 +36,29 @@ struct ServiceOptions {
   size_t cache_bytes = size_t(256) << 20;  // recent texts' scores and patterns kept for the next click
   int max_soft_dictionary_rows = 32;      // tokens of the hand-made soft dictionary
   int max_soft_dictionary_dims = 256;     // d_k and d_v (the page's "drag d_k up" goes to 256)
+  int max_patch_tokens = 256;             // /api/patch: longest clean/corrupt input
+  int max_patch_sites = 2048;             // /api/patch: most sites (one forward each) in one sweep
+  int max_rope_offsets = 1024;            // /api/rope: offsets i − j charted
 };
 
-// One forward's attention: per layer, S [H, T, T] (scaled by 1/√dh, unmasked, as the model computes it)
-// and A [H, T, T] (the pattern: softmax of the causally masked S).
+// One forward's attention: per layer, S [H, T, T] (scaled as the model scales it — 1/√dh for GPT-2 —,
+// unmasked; on rotary models computed from the ROTATED q and k, before any soft-cap) and A [H, T, T]
+// (the pattern the model computes: softmax of the masked S).
 struct Computed {
   std::vector<int> ids;
   int L = 0, H = 0, T = 0, dh = 0;
+  double scale = 0;  // the model's multiplier of q·k (1/√dh, query_pre_attn_scalar^-½, or 1)
   std::vector<std::vector<float>> S, A;
   size_t bytes() const { return size_t(2) * size_t(L) * size_t(H) * size_t(T) * size_t(T) * sizeof(float); }
 };
 
 class Service {
  public:
+  // A GPT-2 checkpoint: every panel (heads and circuits read GPT-2's own class).
   Service(std::string model_path, GPT2 model, std::optional<Tokenizer> tokenizer, ServiceOptions options = {});
+  // Any family load_lm reads: attention (S from the rotated q and k on rotary models), the rotary
+  // offset chart, patching; the GPT-2-only panels answer 400 saying so.
+  Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer, ServiceOptions options = {});
 
   json info() const;                           // GET  /api/info
   json tokenize(const json& req) const;        // POST /api/tokenize
@@ -58,8 +69,15 @@ class Service {
   json whole_matrix(const json& req) const;    // POST /api/whole-matrix
   json heads(const json& req);                 // POST /api/heads
   json circuits();                             // GET  /api/circuits
+  json patch(const json& req);                 // POST /api/patch       (serve_lab.cpp)
+  json patch_site(const json& req);            // POST /api/patch-site  (serve_lab.cpp)
+  json rope(const json& req);                  // POST /api/rope        (serve_lab.cpp)
+  json patch_progress(const json& req);        // POST /api/patch-progress (serve_lab.cpp)
+  json attribute(const json& req);             // POST /api/attribute   (serve_lab.cpp)
+  json path_patch(const json& req);            // POST /api/path-patch  (serve_lab.cpp)
 
-  const GPT2& model() const { return model_; }
+  const Arch& arch() const { return lm_.arch; }
+  bool is_gpt2() const { return gpt2_.has_value(); }
   const std::string& model_path() const { return path_; }
 
   // The ids a request asks for: "ids" (array of token ids) or "text" (through the model's tokenizer).
@@ -69,14 +87,24 @@ class Service {
   std::shared_ptr<const Computed> compute(const std::vector<int>& ids);
 
  private:
+  const GPT2& gpt2(const char* panel) const;  // the GPT-2 model, or a 400 saying the panel is GPT-2 only
+  std::vector<int> ids_from(const json& req, const char* text_key, const char* ids_key) const;
+  struct PatchJob;
+  PatchJob patch_job(const json& req, bool site) const;
+  // S' of (layer, head) recomputed with W_Q ↔ W_K (and their biases) swapped, rotated at the same
+  // positions, against Sᵀ of the given S [T, T] (scaled as the model scales it).
+  json swap_check(const std::vector<int>& ids, int layer, int head, const float* S, int T) const;
   std::string path_;
-  GPT2 model_;
+  std::optional<GPT2> gpt2_;  // declared before lm_: for GPT-2, lm_ is a view of its floats
+  Model lm_;
   std::optional<Tokenizer> tok_;
   ServiceOptions opt_;
-  std::counting_semaphore<1024> forwards_;
+  mutable std::counting_semaphore<1024> forwards_;  // mutable: const panels run forwards too
   std::mutex cache_mu_;
   std::list<std::shared_ptr<const Computed>> cache_;  // most recent first
   std::mutex heads_mu_, circuits_mu_;
+  std::mutex progress_mu_;
+  std::map<std::string, std::pair<int, int>> progress_;  // /api/patch "job" -> (sites done, sites)
   std::optional<json> heads_cache_, circuits_cache_;
 };
 

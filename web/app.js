@@ -87,6 +87,17 @@ class CanvasPainter {
     c.fillText(s, 0, 0);
     c.restore();
   }
+  line(pts, color, width = 1.5, dash = null) {
+    const c = this.ctx;
+    c.save(); c.strokeStyle = color; c.lineWidth = width; c.setLineDash(dash || []);
+    c.beginPath();
+    pts.forEach(([x, y], k) => (k ? c.lineTo(x, y) : c.moveTo(x, y)));
+    c.stroke(); c.restore();
+  }
+  dot(x, y, r, fill) {
+    const c = this.ctx;
+    c.save(); c.fillStyle = fill; c.beginPath(); c.arc(x, y, r, 0, 2 * Math.PI); c.fill(); c.restore();
+  }
   cells(x, y, cw, ch, rows, cols, colorAt) {
     const off = document.createElement('canvas');
     off.width = cols; off.height = rows;
@@ -115,6 +126,10 @@ class SvgPainter {
     const rot = o.rotate ? ` transform="rotate(${o.rotate} ${r1(x)} ${r1(y)})"` : '';
     this.parts.push(`<text x="${r1(x)}" y="${r1(y)}" font-size="${o.size || 11}" fill="${o.color || '#1d1f24'}" text-anchor="${anchor}" dominant-baseline="middle"${o.bold ? ' font-weight="600"' : ''}${rot}>${xmlEsc(s)}</text>`);
   }
+  line(pts, color, width = 1.5, dash = null) {
+    this.parts.push(`<polyline fill="none" stroke="${color}" stroke-width="${width}"${dash ? ` stroke-dasharray="${dash.join(' ')}"` : ''} points="${pts.map(([x, y]) => `${r1(x)},${r1(y)}`).join(' ')}"/>`);
+  }
+  dot(x, y, r, fill) { this.parts.push(`<circle cx="${r1(x)}" cy="${r1(y)}" r="${r}" fill="${fill}"/>`); }
   cells(x, y, cw, ch, rows, cols, colorAt, titleAt) {
     if (rows * cols > 128 * 128) {  // a picture, not a million <rect>s
       const c = document.createElement('canvas');
@@ -479,13 +494,35 @@ function wmReadout() {
 
 const M = { info: null, input: null, grid: null, focus: null, layer: 0, head: 0, follow: -1, hover: null, geom: null, sgeom: null, tgeom: null, seq: 0 };
 
+// "ids: 1, 2, 3" in a text box means token ids (a model without a tokenizer; any model): the list, else null.
+function parseIds(text) {
+  const m = /^\s*ids\s*:\s*([\d,\s]*)$/.exec(text);
+  return m ? m[1].split(/[\s,]+/).filter(Boolean).map(Number) : null;
+}
+
+// Key j is hidden from query i by the causal mask, or by the layer's sliding window (i − w < j ≤ i visible).
+function hidden(layer, i, j) {
+  const w = M.info && M.info.config && M.info.config.window ? M.info.config.window[layer] || 0 : 0;
+  return j > i || (w > 0 && j <= i - w);
+}
+
 function modelInput() {
-  return M.input && M.input.ids ? { ids: M.input.ids } : { text: $('text').value };
+  if (M.input && M.input.ids) return { ids: M.input.ids };
+  const ids = parseIds($('text').value);
+  return ids ? { ids } : { text: $('text').value };
 }
 
 const onText = debounce(async () => {
   M.input = null;
   const text = $('text').value;
+  const ids = parseIds(text);
+  if (ids) {
+    const P = M.info.config.n_positions;
+    $('tok-count').textContent = `${ids.length} / ${P} token ids`;
+    $('tok-count').className = ids.length <= P ? 'muted' : 'error';
+    loadAttention(true);  // the server checks the ids and the length
+    return;
+  }
   try {
     const t = await api('/api/tokenize', { text });
     $('tok-count').textContent = `${t.count} / ${t.n_positions} tokens`;
@@ -497,7 +534,7 @@ const onText = debounce(async () => {
 
 async function loadAttention(withGrid) {
   const seq = ++M.seq;
-  const body = { ...modelInput(), scale: $('scale').checked, layer: M.layer, head: M.head, grid: withGrid };
+  const body = { ...modelInput(), scale: $('scale').checked, layer: M.layer, head: M.head, grid: withGrid, swap_check: true };
   $('status').textContent = 'computing…';
   try {
     const r = await api('/api/attention', body);
@@ -515,6 +552,7 @@ async function loadAttention(withGrid) {
     drawFocus();
     $('status').textContent = `${r.T} tokens · ${r.n_layer} layers × ${r.n_head} heads · head dim ${r.head_dim}`;
     document.body.dataset.ready = String(M.seq);
+    if (withGrid) ropeTokens();
   } catch (e) {
     if (seq !== M.seq) return;
     $('status').textContent = '';
@@ -535,7 +573,7 @@ function drawGrid() {
       if (l === M.layer && h === M.head) c.classList.add('sel');
       const m = g.layers[l][h], n = g.size, cell = px / n;
       const p = new CanvasPainter(c, px, px);
-      p.cells(0, 0, cell, cell, n, n, (i, j) => (g.exact && j > i ? MASKED : seqColor(m[i][j], 0, 1)));
+      p.cells(0, 0, cell, cell, n, n, (i, j) => (g.exact && hidden(l, i, j) ? MASKED : seqColor(m[i][j], 0, 1)));
       c.addEventListener('click', () => focusHead(l, h, false));
       kids.push(c);
     }
@@ -552,17 +590,19 @@ function focusHead(l, h, scroll) {
 
 function patternSpec(cell) {
   const f = M.focus.focus, tok = M.focus.tokens, T = M.focus.T;
-  return { rows: T, cols: T, get: (i, j) => f.pattern[i][j], masked: (i, j) => j > i, rowLabels: tok, colLabels: tok,
+  return { rows: T, cols: T, get: (i, j) => f.pattern[i][j], masked: (i, j) => hidden(f.layer, i, j), rowLabels: tok, colLabels: tok,
     title: `layer ${f.layer}, head ${f.head}: pattern A${M.focus.scale ? '' : ' (not divided by √d_k)'}`, rowTitle: 'query', colTitle: 'key',
     scale: 'seq', lo: 0, hi: 1, cell, showValues: true, hlRow: M.follow, hlCell: M.hover, fmt: f2,
-    titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${j > i ? 'masked' : f.pattern[i][j]}` };
+    titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${hidden(f.layer, i, j) ? 'masked' : f.pattern[i][j]}` };
 }
 
 function scoreSpecs(cell) {
   const f = M.focus.focus, tok = M.focus.tokens, T = M.focus.T;
   let m = 0;
   for (const row of f.scores) for (const v of row) m = Math.max(m, Math.abs(v));
-  const name = M.focus.scale ? 'S = qkᵀ/√d_k' : 'S = qkᵀ (no √d_k)';
+  const rot = M.focus.rotary, qk = rot ? '(R_i q_i)·(R_j k_j)' : 'qkᵀ';
+  const name = M.focus.model_type === 'gpt2' || !M.focus.model_type ? (M.focus.scale ? 'S = qkᵀ/√d_k' : 'S = qkᵀ (no √d_k)')
+    : M.focus.scale ? `S = ${f6(M.focus.attn_scale)}·${qk}` : `S = ${qk} (no scale)`;
   const base = { rows: T, cols: T, rowLabels: tok, colLabels: tok, scale: 'div', m, cell, showValues: true, fmt: (v) => v.toFixed(1) };
   return [
     { ...base, get: (i, j) => f.scores[i][j], title: name + ', unmasked', rowTitle: 'query i', colTitle: 'key j', titleAt: (i, j) => `S[${i},${j}] ${tok[i]} → ${tok[j]}: ${f.scores[i][j]}` },
@@ -584,9 +624,19 @@ function drawFocus() {
   const gs = layoutHeatmap(s);
   M.sgeom = drawHeatmap(new CanvasPainter($('scores'), gs.w, gs.h), 0, 0, s);
   M.tgeom = drawHeatmap(new CanvasPainter($('scores-t'), gs.w, gs.h), 0, 0, st);
+  for (const [id, g] of [['scores', M.sgeom], ['scores-t', M.tgeom]]) Object.assign($(id).dataset, { x0: g.x0, y0: g.y0, cell: g.cw, layer: r.focus.layer, head: r.focus.head });
   const a = r.focus.max_asymmetry;
   $('asym').textContent = `‖S − Sᵀ‖ / ‖S‖ = ${f2(r.focus.asymmetry)}; the largest gap: S[${a.i},${a.j}] (${r.tokens[a.i]} → ${r.tokens[a.j]}) = ${f2(r.focus.scores[a.i][a.j])}` +
-    ` but S[${a.j},${a.i}] = ${f2(r.focus.scores[a.j][a.i])}. Masking keeps the lower triangle (j ≤ i): the query “asks”, the key “answers”, and the two roles are not interchangeable.`;
+    ` but S[${a.j},${a.i}] = ${f2(r.focus.scores[a.j][a.i])}. Masking keeps the lower triangle (j ≤ i): the query “asks”, the key “answers”, and the two roles are not interchangeable.` +
+    (r.rotary ? ' On this rotary model S is computed from the ROTATED q and k (hook_rot_q, hook_rot_k), exactly the pairs the softmax reads.' : '') +
+    (r.focus.window > 0 ? ` At this layer the sliding window of ${r.focus.window} also hides every key more than ${r.focus.window - 1} positions back (grey in the pattern).` : '');
+  const sw = r.focus.swap, swp = $('swap');
+  if (sw) {
+    swp.textContent = `Swap the roles: recompute S with W_Q ↔ W_K (and their biases${r.rotary ? ', each side rotated at its own position' : ''}) and it ` +
+      (sw.transposes ? `equals Sᵀ (max |S' − Sᵀ| = ${sw.max_abs_diff.toExponential(1)}, |S| up to ${f2(sw.max_abs_S)}): the swap transposes the matrix, it does not leave it alone.`
+        : `does NOT equal Sᵀ (max |S' − Sᵀ| = ${f6(sw.max_abs_diff)}).`);
+    Object.assign(swp.dataset, { maxAbsDiff: String(sw.max_abs_diff), transposes: String(sw.transposes), asymmetry: String(sw.asymmetry) });
+  } else { swp.textContent = ''; }
   drawRowBars();
 }
 
@@ -604,7 +654,7 @@ function drawRowBars() {
 function setReadout(i, j) {
   const r = M.focus, ro = $('readout');
   if (i === null) { ro.textContent = 'hover a cell'; delete ro.dataset.value; return; }
-  const masked = j > i, v = r.focus.pattern[i][j];
+  const masked = hidden(r.focus.layer, i, j), v = r.focus.pattern[i][j];
   ro.replaceChildren(el('span', { text: `query ${i} “${r.tokens[i]}” → key ${j} “${r.tokens[j]}”: ` }),
     el('b', { id: 'readout-value', text: masked ? 'masked (0)' : f6(v) }),
     el('span', { class: 'muted', text: `   S = ${f6(r.focus.scores[i][j])}` }));
@@ -636,6 +686,7 @@ function wireFocus() {
       if (!ij) return;
       const [i, j] = ij, f = M.focus.focus, tok = M.focus.tokens;
       const v = which === 'sgeom' ? f.scores[i][j] : f.scores[j][i];
+      Object.assign($('scores-readout').dataset, { which: which === 'sgeom' ? 'S' : 'ST', i: String(i), j: String(j), value: String(v) });
       $('scores-readout').textContent = which === 'sgeom'
         ? `S[${i},${j}] (“${tok[i]}” asks, “${tok[j]}” answers) = ${f6(v)};  S[${j},${i}] = ${f6(f.scores[j][i])}`
         : `Sᵀ[${i},${j}] = S[${j},${i}] (“${tok[j]}” asks, “${tok[i]}” answers) = ${f6(v)}`;
@@ -658,6 +709,405 @@ function modelFigure() {
   const h = Math.max(gp.h, gs.h);
   return { w: gp.w + 24 + 2 * gs.w + 16, h, title: `attention: layer ${M.focus.focus.layer}, head ${M.focus.focus.head}`,
     draw: (p) => { drawHeatmap(p, 0, 0, ps); drawHeatmap(p, gp.w + 24, 0, s); drawHeatmap(p, gp.w + 24 + gs.w + 16, 0, st); } };
+}
+
+// ---- rotary positions: one q/k pair's score against the offset i − j -----------------------------------
+
+const RO = { res: null, geom: null, seq: 0, fig: null };
+
+function ropeSelects() {
+  const c = M.info.config;
+  const fill = (id, n, lab) => { const s = $(id); s.replaceChildren(...[...Array(n).keys()].map((k) => el('option', { value: String(k), text: lab(k) }))); };
+  fill('rope-layer', c.n_layer, (l) => String(l));
+  fill('rope-head', c.n_head, (h) => c.n_kv_head < c.n_head ? `${h} (key head ${Math.floor(h / (c.n_head / c.n_kv_head))})` : String(h));
+}
+
+// The token selects follow the attention panel's text: i the last token, j the first.
+function ropeTokens() {
+  if (!M.info || !M.info.features || !M.info.features.rope || !M.grid) return;
+  const tok = M.grid.tokens, T = tok.length;
+  for (const id of ['rope-i', 'rope-j']) $(id).replaceChildren(...tok.map((t, k) => el('option', { value: String(k), text: `${k}: ${t}` })));
+  $('rope-i').value = String(T - 1); $('rope-j').value = String(0);
+  ropeLoad();
+}
+
+const ropeLoad = debounce(async () => {
+  const seq = ++RO.seq;
+  const body = { ...modelInput(), layer: Number($('rope-layer').value), head: Number($('rope-head').value), i: Number($('rope-i').value), j: Number($('rope-j').value) };
+  $('rope-status').textContent = 'computing…';
+  try {
+    const r = await api('/api/rope', body);
+    if (seq !== RO.seq) return;
+    RO.res = r; showError('rope-error', '');
+    drawRope();
+    $('rope-status').textContent = '';
+    document.body.dataset.ropeReady = String(seq);
+  } catch (e) { if (seq === RO.seq) { $('rope-status').textContent = ''; showError('rope-error', e.message); } }
+}, 120);
+
+function ropeFigure() {
+  const r = RO.res;
+  if (!r) return null;
+  const W = 820, H = 330, x0 = 64, y0 = 30, w = W - x0 - 190, h = H - y0 - 46;
+  const all = [...r.score, ...r.score_shifted, r.unrotated];
+  if (r.S_ij !== undefined) all.push(r.S_ij);
+  let lo = Math.min(...all), hi = Math.max(...all);
+  if (hi - lo < 1e-9) { lo -= 1; hi += 1; }
+  const pad = 0.06 * (hi - lo); lo -= pad; hi += pad;
+  const n = r.offsets, X = (d) => x0 + (d / (n - 1)) * w, Y = (v) => y0 + h - ((v - lo) / (hi - lo)) * h;
+  const geom = { x0, y0, w, h, n, X, Y, lo, hi };
+  return { w: W, h: H, geom, title: `rotary score vs offset: layer ${r.layer}, head ${r.head}`, draw: (p) => {
+    p.text(4, 12, `layer ${r.layer}, head ${r.head}: score of q(“${r.tokens[r.i]}”, token ${r.i}) with k(“${r.tokens[r.j]}”, token ${r.j}) placed Δ apart`, { size: 13, bold: true });
+    p.rect(x0, y0, w, h, null, '#c9ccd3', 1);
+    // round ticks: a step of 1, 2 or 5 × 10^k, about five of them, labelled with the step's decimals
+    const raw = (hi - lo) / 5, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+    const ystep = [1, 2, 5, 10].map((m) => m * p10).find((s) => s >= raw);
+    const dec = Math.max(0, -Math.floor(Math.log10(ystep) + 1e-9));
+    for (let v = Math.ceil(lo / ystep) * ystep; v <= hi + 1e-12; v += ystep) {
+      const y = Y(v), lab = Math.abs(v) < ystep / 2 ? '0' : v.toFixed(dec);
+      p.line([[x0 - 4, y], [x0, y]], '#888', 1);
+      p.text(x0 - 6, y, lab, { size: 10, anchor: 'end', color: '#5f6672' });
+    }
+    const step = Math.max(1, Math.pow(10, Math.floor(Math.log10(n / 2))));
+    const tick = n / step > 8 ? step * (n / step > 20 ? 5 : 2) : step;
+    for (let d = 0; d < n; d += tick) { p.line([[X(d), y0 + h], [X(d), y0 + h + 4]], '#888', 1); p.text(X(d), y0 + h + 12, String(d), { size: 10, anchor: 'middle', color: '#5f6672' }); }
+    p.text(x0 + w / 2, y0 + h + 30, 'offset Δ = i − j (query position − key position)', { size: 11, anchor: 'middle', color: '#5f6672' });
+    p.text(14, y0 + h / 2, 'score S', { size: 11, anchor: 'middle', color: '#5f6672', rotate: -90 });
+    if (lo < 0 && hi > 0) p.line([[x0, Y(0)], [x0 + w, Y(0)]], '#e0e0e0', 1);
+    p.line([[x0, Y(r.unrotated)], [x0 + w, Y(r.unrotated)]], '#9a9a9a', 1.2, [5, 4]);
+    p.line(r.score.map((v, d) => [X(d), Y(v)]), '#2c5fa8', 1.8);
+    p.line(r.score_shifted.map((v, d) => [X(d), Y(v)]), '#e08a1e', 1.4, [6, 5]);
+    if (r.text_offset !== undefined && r.text_offset < n) p.dot(X(r.text_offset), Y(r.S_ij), 4.5, '#d0215f');
+    const lx = x0 + w + 14;
+    p.line([[lx, y0 + 8], [lx + 24, y0 + 8]], '#2c5fa8', 1.8); p.text(lx + 30, y0 + 8, 'key at position 0', { size: 11 });
+    p.line([[lx, y0 + 28], [lx + 24, y0 + 28]], '#e08a1e', 1.4, [6, 5]); p.text(lx + 30, y0 + 28, `key at position ${r.shift}`, { size: 11 });
+    p.line([[lx, y0 + 48], [lx + 24, y0 + 48]], '#9a9a9a', 1.2, [5, 4]); p.text(lx + 30, y0 + 48, 'no rotation: q·k', { size: 11 });
+    if (r.text_offset !== undefined) { p.dot(lx + 12, y0 + 68, 4.5, '#d0215f'); p.text(lx + 30, y0 + 68, `S[${r.i},${r.j}] in the text`, { size: 11 }); }
+  } };
+}
+
+function drawRope() {
+  const fig = ropeFigure();
+  RO.fig = fig;
+  if (!fig) return;
+  const c = $('rope-canvas');
+  fig.draw(new CanvasPainter(c, fig.w, fig.h));
+  RO.geom = fig.geom;
+  const r = RO.res;
+  const rel = r.max_abs_shift_diff <= 1e-4 * Math.max(1, r.max_abs_score);
+  $('rope-note').textContent = `Rotary dims ${r.rotary_dim} of head dim ${r.head_dim}, θ = ${r.rope_theta}${r.rope_scaling ? ', scaling ' + r.rope_scaling : ''}, scale ${f6(r.attn_scale)}. ` +
+    `The two curves (key at position 0 and at position ${r.shift}) differ by at most ${r.max_abs_shift_diff.toExponential(1)}: ` +
+    (rel ? 'the score depends on the offset i − j only, not on where the pair sits.' : 'they differ: not a function of i − j alone.') +
+    (r.text_offset !== undefined ? ` At Δ = ${r.text_offset} the curve gives the forward's own S[${r.i},${r.j}] = ${f6(r.S_ij)} (|Δ| ${r.S_ij_vs_curve === null ? '—' : r.S_ij_vs_curve.toExponential(1)}).` : ' (j > i: the mask hides this pair in the text.)') +
+    ` Without rotation the score would stay at ${f6(r.unrotated)} whatever the offset.`;
+  Object.assign($('rope-note').dataset, { shiftDiff: String(r.max_abs_shift_diff), relative: String(rel) });
+  Object.assign(c.dataset, { n: String(r.offsets), layer: String(r.layer), head: String(r.head) });
+}
+
+function wireRope() {
+  for (const id of ['rope-layer', 'rope-head', 'rope-i', 'rope-j']) $(id).addEventListener('change', ropeLoad);
+  const c = $('rope-canvas');
+  c.addEventListener('mousemove', (ev) => {
+    const g = RO.geom, r = RO.res;
+    if (!g || !r) return;
+    const b = c.getBoundingClientRect(), x = ev.clientX - b.left;
+    const d = Math.round(((x - g.x0) / g.w) * (g.n - 1));
+    if (d < 0 || d >= g.n) return;
+    $('rope-readout').textContent = `Δ = ${d}: score ${f6(r.score[d])} (key at 0), ${f6(r.score_shifted[d])} (key at ${r.shift}); without rotation ${f6(r.unrotated)}`;
+    $('rope-readout').dataset.offset = String(d); $('rope-readout').dataset.value = String(r.score[d]);
+  });
+}
+
+// ---- activation patching ------------------------------------------------------------------------------
+
+const PA = { res: null, req: null, geom: null, site: null, seq: 0, timer: 0, fig: null, siteFig: null };
+
+const PATCH_HOOKS = ['attn.hook_q', 'attn.hook_k', 'attn.hook_v', 'attn.hook_z', 'attn.hook_result', 'attn.hook_pattern', 'attn.hook_attn_scores',
+  'attn.hook_rot_q', 'attn.hook_rot_k', 'hook_resid_pre', 'hook_resid_mid', 'hook_resid_post', 'hook_attn_out', 'hook_mlp_out'];
+
+function patchRequest() {
+  const rep = $('patch-src-rep').checked;
+  const body = { hook: $('patch-hook').value.trim(), direction: $('patch-dir').value, per_position: $('patch-perpos').checked };
+  if (rep) { body.repeated = Number($('patch-n').value); body.seed = Number($('patch-seed').value); } else {
+    for (const k of ['clean', 'corrupt']) {
+      const v = $('patch-' + k).value, ids = parseIds(v);
+      if (ids) body[k + '_ids'] = ids; else body[k] = v;
+    }
+  }
+  const metric = $('patch-metric').value;
+  body.metric = metric;
+  const tokenArg = (v) => (/^\d+$/.test(v.trim()) ? Number(v.trim()) : v);
+  if (metric === 'logit_diff') { body.answer = tokenArg($('patch-answer').value); body.wrong = tokenArg($('patch-wrong').value); body.position = Number($('patch-pos').value); }
+  else {
+    const lp = $('patch-lp').value.trim();
+    if (lp) {
+      const out = [];
+      for (const part of lp.split(',')) {
+        const m = /^\s*(\d+)\s*(?:-\s*(\d+))?\s*$/.exec(part);
+        if (!m) throw new Error(`positions: '${part}' is not a position or a range like 9-12`);
+        const a = Number(m[1]), b = m[2] === undefined ? a : Number(m[2]);
+        if (b < a || b - a > 4096) throw new Error(`positions: '${part}' is not a forward range`);
+        for (let k = a; k <= b; k++) out.push(k);
+      }
+      body.loss_positions = out;
+    }
+  }
+  return body;
+}
+
+function patchMode() {
+  const rep = $('patch-src-rep').checked, ld = $('patch-metric').value === 'logit_diff';
+  $('patch-texts').hidden = rep; $('patch-rep').hidden = !rep;
+  $('patch-ld').hidden = !ld; $('patch-lossp').hidden = ld;
+  if (!rep) patchCount();
+}
+
+const patchCount = debounce(async () => {
+  if (!M.info) return;
+  for (const k of ['clean', 'corrupt']) {
+    const ids = parseIds($('patch-' + k).value);
+    if (ids) { $(`patch-${k}-n`).textContent = `${ids.length} token ids`; continue; }
+    if (!M.info.tokenizer) { $(`patch-${k}-n`).textContent = 'no tokenizer: “ids: …”'; continue; }
+    try {
+      const t = await api('/api/tokenize', { text: $('patch-' + k).value });
+      $(`patch-${k}-n`).textContent = `${t.count} tokens`;
+    } catch (e) { $(`patch-${k}-n`).textContent = ''; }
+  }
+}, 250);
+
+async function patchRun() {
+  let body;
+  try { body = patchRequest(); } catch (e) { showError('patch-error', e.message); return; }
+  const seq = ++PA.seq, t0 = performance.now();
+  const btn = $('patch-run'), st = $('patch-status');
+  btn.disabled = true; st.classList.add('busy');
+  document.body.dataset.patchBusy = '1';
+  // the server reports the sweep's progress under a job name while the request runs
+  const job = `p${seq}-${Math.floor(Math.random() * 1e9)}`;
+  let prog = '';
+  const tick = () => { st.textContent = `running the sweep… ${prog}${((performance.now() - t0) / 1000).toFixed(1)} s`; };
+  const poll = async () => {
+    try {
+      const p = await api('/api/patch-progress', { job });
+      if (p.running && seq === PA.seq) { prog = `site ${p.done} of ${p.total} · `; st.dataset.done = String(p.done); st.dataset.total = String(p.total); tick(); }
+    } catch (e) { /* the sweep's own answer reports errors */ }
+  };
+  tick(); clearInterval(PA.timer); PA.timer = setInterval(() => { tick(); poll(); }, 250);
+  try {
+    const r = await api('/api/patch', { ...body, job });
+    if (seq !== PA.seq) return;
+    PA.res = r; PA.req = body; PA.site = null;
+    showError('patch-error', '');
+    drawPatch();
+    patchReadout(null);
+    $('site').hidden = true;
+    st.textContent = `${r.sites.length} sites, ${r.forwards} forwards of ${r.tokens_run} tokens (2 unpatched + 1 per site${r.sites_skipped ? `, ${r.sites_skipped} sites after the metric's last position need none` : ''}), ${r.seconds.toFixed(2)} s on the server`;
+  } catch (e) {
+    if (seq !== PA.seq) return;
+    st.textContent = ''; showError('patch-error', e.message);
+  } finally {
+    if (seq === PA.seq) { clearInterval(PA.timer); btn.disabled = false; st.classList.remove('busy'); delete document.body.dataset.patchBusy; document.body.dataset.patchDone = String(seq); }
+  }
+}
+
+// The grid as `qkv patch` prints it: a row per layer (layer.head with per_position), a column per head
+// (per position), cells = normalised metric.
+function patchGrid(r) {
+  const heads = r.heads > 0, per = r.per_position ? r.T : heads ? r.heads : 1;
+  const shown = r.base === 'clean' ? r.inputs.clean : r.inputs.corrupt, labs = r.base === 'clean' ? r.clean_tokens : r.corrupt_tokens;
+  const rows = [], grid = [], sites = [];
+  for (let i = 0; i < r.sites.length; i += per) {
+    const s = r.sites[i];
+    rows.push(r.per_position && heads ? `${s.layer}.${s.head}` : `layer ${s.layer}`);
+    grid.push(r.sites.slice(i, i + per).map((x) => x.normalised));
+    sites.push(r.sites.slice(i, i + per));
+  }
+  const kv = heads && r.heads === r.n_kv_head && r.n_kv_head < r.n_head && /hook_(k|v|rot_k)$/.test(r.hook);
+  const cols = [...Array(per).keys()].map((c) => (r.per_position ? `${c} ${labs[c]}` : heads ? `${kv ? 'kv ' : ''}head ${c}` : 'all'));
+  return { rows, cols, grid, sites, shown };
+}
+
+function patchSpec() {
+  const r = PA.res, g = patchGrid(r);
+  const cell = Math.max(10, Math.min(52, Math.floor(940 / g.cols.length)));
+  const metric = r.metric;
+  return { rows: g.rows.length, cols: g.cols.length, get: (i, j) => g.grid[i][j], rowLabels: g.rows, colLabels: g.cols,
+    title: `${r.hook} (${r.direction}): ${metric} — 0 = corrupt, 1 = clean`, rowTitle: r.per_position && r.heads > 0 ? 'layer.head' : 'layer',
+    colTitle: r.per_position ? `position (${r.base} tokens)` : r.heads > 0 ? 'head' : '', scale: 'seq', lo: 0, hi: 1, cell, showValues: true,
+    fmt: (v) => (v === null ? 'nan' : v.toFixed(2)), hlCell: PA.site ? PA.site.cell : null,
+    titleAt: (i, j) => `${g.rows[i]} ${g.cols[j]}: ${g.grid[i][j]}` , _g: g };
+}
+
+function drawPatch() {
+  const r = PA.res;
+  if (!r) return;
+  const spec = patchSpec(), g = layoutHeatmap(spec), c = $('patch-canvas');
+  PA.geom = drawHeatmap(new CanvasPainter(c, g.w, g.h), 0, 0, spec);
+  PA.grid = spec._g;
+  PA.fig = { w: g.w, h: g.h, title: spec.title, draw: (p) => drawHeatmap(p, 0, 0, { ...spec, hlCell: null }) };
+  Object.assign(c.dataset, { x0: PA.geom.x0, y0: PA.geom.y0, cell: PA.geom.cw, rows: spec.rows, cols: spec.cols, values: JSON.stringify(spec._g.grid) });
+  const rep = r.inputs.repeated ? `the repeated-sequence task (N = ${r.inputs.repeated}), ` : '';
+  $('patch-summary').textContent = `${rep}${r.T} tokens; metric ${r.metric}: clean run ${f6(r.clean)}, corrupt run ${f6(r.corrupt)}. ` +
+    (r.direction === 'noising' ? 'Noising: the clean run with one corrupt slice; a cell near 1 means that site does not matter, near 0 that corrupting it alone is as bad as corrupting the input.'
+      : 'Denoising: the corrupt run with one clean slice; a cell near 1 means that site alone restores the clean answer.') +
+    (r.clean === r.corrupt ? ' The clean and corrupt runs give the same metric, so nothing can be normalised (cells nan).' : '') +
+    ' Click a cell for its head\'s pattern before and after.';
+}
+
+function patchReadout(ij) {
+  const ro = $('patch-readout'), r = PA.res;
+  if (!ij) { ro.textContent = 'hover a cell; click it for the pattern before and after'; return; }
+  const s = PA.grid.sites[ij[0]][ij[1]];
+  const kv = r.heads > 0 && r.n_kv_head < r.n_head && /hook_(k|v|rot_k)$/.test(r.hook);
+  const labs = r.base === 'clean' ? r.clean_tokens : r.corrupt_tokens;
+  const where = `layer ${s.layer}${s.head === null ? '' : (kv ? ', key/value head ' : ', head ') + s.head}${s.pos === null ? '' : `, position ${s.pos} “${labs[s.pos]}”`}`;
+  ro.replaceChildren(el('span', { text: `${where}: normalised ` }), el('b', { id: 'patch-value', text: s.normalised === null ? 'nan' : f6(s.normalised) }),
+    el('span', { class: 'muted', text: `   metric ${f6(s.metric)} (clean ${f6(r.clean)}, corrupt ${f6(r.corrupt)})` }));
+  Object.assign(ro.dataset, { layer: String(s.layer), head: String(s.head), pos: String(s.pos), value: String(s.normalised), metric: String(s.metric) });
+}
+
+async function patchSite(ij) {
+  const s = PA.grid.sites[ij[0]][ij[1]];
+  PA.site = { cell: ij, s };
+  drawPatch();
+  const body = { ...PA.req, layer: s.layer, head: s.head, pos: s.pos };
+  $('site').hidden = false;
+  $('site-title').textContent = `layer ${s.layer}${s.head === null ? '' : ', head ' + s.head}${s.pos === null ? '' : ', position ' + s.pos}: computing…`;
+  try {
+    const r = await api('/api/patch-site', body);
+    if (PA.site.s !== s) return;
+    PA.site.res = r;
+    showError('patch-error', '');
+    drawSite();
+    document.body.dataset.siteReady = `${s.layer},${s.head},${s.pos}`;
+  } catch (e) { showError('patch-error', e.message); }
+}
+
+function siteSpecs() {
+  const r = PA.site.res, T = r.T, tok = r.tokens, cell = Math.max(3, Math.min(22, Math.floor(330 / T)));
+  const base = { rows: T, cols: T, masked: (i, j) => hidden(r.layer, i, j), rowLabels: tok, colLabels: tok, scale: 'seq', lo: 0, hi: 1, cell, showValues: cell >= 34, rowTitle: 'query', colTitle: 'key' };
+  const before = { ...base, get: (i, j) => r.before[i][j], title: `before: head ${r.view_head} at layer ${r.layer} (${r.base} run)`, titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${r.before[i][j]}` };
+  const after = { ...base, get: (i, j) => r.after[i][j], title: `after: ${r.patched}${r.head === null ? '' : ' head ' + r.head}${r.pos === null ? '' : ' @' + r.pos} patched`, titleAt: (i, j) => `${tok[i]} → ${tok[j]}: ${r.after[i][j]}` };
+  const L = r.pattern_change.length, H = r.pattern_change[0].length;
+  let hi = 0;
+  for (const row of r.pattern_change) for (const v of row) hi = Math.max(hi, v);
+  const change = { rows: L, cols: H, get: (i, j) => r.pattern_change[i][j], rowLabels: [...Array(L).keys()].map((l) => 'L' + l), colLabels: [...Array(H).keys()].map((h) => 'H' + h),
+    title: 'max |Δ pattern| per head', scale: 'seq', lo: 0, hi: hi || 1, cell: Math.max(16, Math.min(40, Math.floor(260 / H))), showValues: true, fmt: (v) => (v === 0 ? '0' : v < 0.005 ? v.toExponential(0) : v.toFixed(2)) };
+  return [before, after, change];
+}
+
+function patchFigure() {
+  if (!PA.fig) return null;
+  if (!PA.siteFig || $('site').hidden) return PA.fig;
+  const a = PA.fig, b = PA.siteFig;
+  return { w: Math.max(a.w, b.w), h: a.h + 20 + b.h, title: a.title, draw: (p) => { a.draw(p); if (p.ctx) { p.ctx.save(); p.ctx.translate(0, a.h + 20); b.draw(p); p.ctx.restore(); } else { p.parts.push(`<g transform="translate(0 ${a.h + 20})">`); b.draw(p); p.parts.push('</g>'); } } };
+}
+
+function drawSite() {
+  const r = PA.site.res;
+  const specs = siteSpecs(), ids = ['site-before', 'site-after', 'site-change'];
+  specs.forEach((sp, k) => { const g = layoutHeatmap(sp); PA['sg' + k] = drawHeatmap(new CanvasPainter($(ids[k]), g.w, g.h), 0, 0, sp); });
+  const gs = specs.map(layoutHeatmap);
+  PA.siteFig = { w: gs[0].w + gs[1].w + gs[2].w + 40, h: Math.max(...gs.map((g) => g.h)), title: 'patched site',
+    draw: (p) => { drawHeatmap(p, 0, 0, specs[0]); drawHeatmap(p, gs[0].w + 20, 0, specs[1]); drawHeatmap(p, gs[0].w + gs[1].w + 40, 0, specs[2]); } };
+  const kvNote = r.kv_site && r.query_heads_of_site.length > 1 ? ` Key/value head ${r.head} is read by query heads ${r.query_heads_of_site.join(', ')}; head ${r.view_head} is shown.` : '';
+  $('site-title').textContent = `layer ${r.layer}${r.head === null ? '' : (r.kv_site && r.query_heads_of_site.length > 1 ? ', key/value head ' : ', head ') + r.head}${r.pos === null ? '' : ', position ' + r.pos}: normalised ${r.normalised === null ? 'nan' : f6(r.normalised)} (metric ${f6(r.metric)})`;
+  const same = r.max_abs_change === 0;
+  $('site-note').textContent = (same ? `The pattern of head ${r.view_head} at layer ${r.layer} is bit-identical after the patch (max |Δ| = 0): ` +
+      (/hook_v$|hook_z$|hook_result$/.test(r.hook) ? 'this patch changes what the head moves, not where it looks — seed 000\'s split.' : 'nothing before it changed.')
+    : `The pattern of head ${r.view_head} at layer ${r.layer} moves by up to ${f6(r.max_abs_change)}: the patch changes where it looks.`) +
+    kvNote + ' Right: how far every head\'s pattern moved (later layers see the patched residual stream). ' + r.note.charAt(0).toUpperCase() + r.note.slice(1) + '.';
+  Object.assign($('site-note').dataset, { maxAbsChange: String(r.max_abs_change), layer: String(r.layer), head: String(r.head) });
+}
+
+// ---- direct logit attribution of the clean text (qkv attribute) -------------------------------------
+
+const DLA = { res: null, fig: null };
+
+async function dlaRun() {
+  const tokenArg = (v) => (/^\d+$/.test(v.trim()) ? Number(v.trim()) : v);
+  const ids = parseIds($('patch-clean').value);
+  const body = { ...(ids ? { ids } : { text: $('patch-clean').value }), answer: tokenArg($('patch-answer').value), wrong: tokenArg($('patch-wrong').value) };
+  const pos = Number($('patch-pos').value);
+  if (pos >= 0) body.position = pos;
+  $('dla-status').textContent = 'attributing…';
+  try {
+    DLA.res = await api('/api/attribute', body);
+    showError('dla-error', '');
+    drawDla();
+    $('dla-status').textContent = '';
+    document.body.dataset.dlaReady = String(Date.now());
+  } catch (e) { $('dla-status').textContent = ''; showError('dla-error', e.message); }
+}
+
+function dlaSpec() {
+  const r = DLA.res, L = r.n_layer, H = r.n_head;
+  const g = [...Array(L)].map(() => Array(H).fill(null));
+  for (const t of r.terms) if (t.kind === 'head') g[t.layer][t.head] = t.value;
+  let m = 0;
+  for (const row of g) for (const v of row) if (v !== null) m = Math.max(m, Math.abs(v));
+  return { rows: L, cols: H, get: (i, j) => g[i][j], rowLabels: [...Array(L).keys()].map((l) => 'layer ' + l), colLabels: [...Array(H).keys()].map((h) => 'head ' + h),
+    title: `each head's share of logit[${r.answer_label}] − logit[${r.wrong_label}]`, rowTitle: 'layer', colTitle: 'head', scale: 'div', m,
+    cell: Math.max(28, Math.min(52, Math.floor(420 / H))), showValues: true, fmt: (v) => (v === null ? '—' : v.toFixed(2)), _g: g };
+}
+
+function drawDla() {
+  const r = DLA.res, c = $('dla-canvas');
+  if (r.per_head) {
+    const spec = dlaSpec(), g = layoutHeatmap(spec);
+    drawHeatmap(new CanvasPainter(c, g.w, g.h), 0, 0, spec);
+    c.dataset.values = JSON.stringify(spec._g);
+    DLA.fig = { w: g.w, h: g.h, title: spec.title, draw: (p) => drawHeatmap(p, 0, 0, spec) };
+  } else { c.width = 0; c.height = 0; delete c.dataset.values; }
+  const others = r.terms.filter((t) => t.kind !== 'head');
+  const m = Math.max(...r.terms.map((t) => Math.abs(t.value)), 1e-9);
+  const bar = (name, v) => { const b = el('i'); b.style.width = Math.max(1, Math.round((Math.abs(v) / m) * 160)) + 'px'; b.style.background = v >= 0 ? '#b2182b' : '#2166ac';
+    return el('div', { class: 'rb' }, el('span', { class: 't', text: name }), b, el('span', { text: f6(v) })); };
+  const lens = el('table', { class: 'sd-table' }, el('tr', {}, el('th', { text: 'logit lens after' }), el('th', { text: 'logit diff' }), el('th', { text: 'top token' }), el('th', { text: 'answer rank' })),
+    ...r.lens.map((x) => el('tr', {}, el('td', { text: x.layer < 0 ? 'embed' : 'layer ' + x.layer }), el('td', { class: 'num', text: f6(x.logit_diff) }), el('td', { text: x.top_label }), el('td', { class: 'num', text: String(x.answer_rank) }))));
+  $('dla-side').replaceChildren(el('div', { class: 'muted', text: r.per_head ? 'the other terms:' : 'one term per attention layer (post-attention norm: a head\'s share is not linear):' }),
+    el('div', { class: 'row-bars' }, ...(r.per_head ? others : r.terms).map((t) => bar(t.name, t.value))), lens);
+  $('dla-note').textContent = `logit[${r.answer_label}] − logit[${r.wrong_label}] at position ${r.position} (“${r.labels[r.position]}”): the model's ${f6(r.logit_diff)}; the terms sum to ${f6(r.sum_terms)}` +
+    (r.sum_minus_logit_diff === null ? ' (a final soft-cap: they add up to the difference before the cap)' : ` (difference ${r.sum_minus_logit_diff.toExponential(1)})`) +
+    `; the final norm's scale frozen at ${f6(r.norm_scale)}.${r.note ? ' ' + r.note : ''}`;
+  Object.assign($('dla-note').dataset, { logitDiff: String(r.logit_diff), sumTerms: String(r.sum_terms) });
+}
+
+// Path patching: the same inputs, metric and direction as the sweep; one number and its share.
+async function pathRun() {
+  let body;
+  try { body = patchRequest(); } catch (e) { showError('patch-error', e.message); return; }
+  delete body.hook; delete body.per_position;
+  body.path = `${$('path-sender').value.trim()}:${$('path-receiver').value.trim()}:${$('path-input').value}`;
+  const out = $('path-result');
+  out.textContent = 'patching the path…'; out.classList.add('busy');
+  try {
+    const r = await api('/api/path-patch', body);
+    showError('patch-error', '');
+    const [s, rc, inp] = r.path.split(':');
+    out.textContent = `${r.path} (${r.direction}): head ${s}'s output swapped only into head ${rc}'s ${inp} gives normalised ${f6(r.normalised)}; ` +
+      `head ${rc}'s whole ${inp} patched gives ${f6(r.receiver_only_normalised)}: the path carries ` +
+      (r.fraction_of_receiver_effect === null ? '— (the receiver alone has no effect)' : `${(100 * r.fraction_of_receiver_effect).toFixed(1)}%`) +
+      ` of the receiver's ${inp} effect (${r.forwards} forwards; |Δ| of the sender's contribution ${f6(r.delta_norm)}).`;
+    Object.assign(out.dataset, { normalised: String(r.normalised), fraction: String(r.fraction_of_receiver_effect), receiver: String(r.receiver_only_normalised) });
+    document.body.dataset.pathReady = r.path + '/' + Date.now();
+  } catch (e) { out.textContent = ''; showError('patch-error', e.message); document.body.dataset.pathReady = 'error/' + Date.now(); }
+  out.classList.remove('busy');
+}
+
+function wirePatch() {
+  $('path-run').addEventListener('click', pathRun);
+  $('dla-run').addEventListener('click', dlaRun);
+  const dl = $('patch-hooks');
+  const rot = M.info && M.info.config && M.info.config.rotary;
+  dl.replaceChildren(...PATCH_HOOKS.filter((h) => rot || !/rot_/.test(h)).map((h) => el('option', { value: h })));
+  for (const id of ['patch-src-text', 'patch-src-rep', 'patch-metric']) $(id).addEventListener('change', patchMode);
+  for (const id of ['patch-clean', 'patch-corrupt']) $(id).addEventListener('input', patchCount);
+  $('patch-run').addEventListener('click', patchRun);
+  const c = $('patch-canvas');
+  c.addEventListener('mousemove', (ev) => { if (PA.geom) patchReadout(cellAt(c, PA.geom, ev)); });
+  c.addEventListener('click', (ev) => { const ij = PA.geom && cellAt(c, PA.geom, ev); if (ij) patchSite(ij); });
+  patchMode();
 }
 
 // ---- panel 3: heads and circuits --------------------------------------------------------------------
@@ -775,7 +1225,29 @@ async function main() {
     const info = await api('/api/info');
     M.info = info;
     const c = info.config;
-    $('model-info').textContent = `model ${info.path} · ${c.n_layer} layers × ${c.n_head} heads (d ${c.n_embd}, head dim ${c.head_dim}) · context ${c.n_positions} tokens · ${info.tokenizer ? info.tokenizer + '-token tokenizer' : 'no tokenizer: send ids'}`;
+    const fam = info.model_type && info.model_type !== 'gpt2';
+    $('model-info').textContent = `model ${info.path} · ${info.model_type || 'gpt2'} · ${c.n_layer} layers × ${c.n_head} heads` +
+      (c.n_kv_head && c.n_kv_head < c.n_head ? ` (${c.n_kv_head} key/value heads)` : '') +
+      ` (d ${c.n_embd}, head dim ${c.head_dim}) · ${c.rotary ? `rotary positions (${c.rotary_dim} of ${c.head_dim} dims, θ ${c.rope_theta})` : 'learned positions'} · context ${c.n_positions} tokens · ${info.tokenizer ? info.tokenizer + '-token tokenizer' : 'no tokenizer: send ids'}`;
+    if (fam) {
+      const notes = [`A ${info.model_type} model: every pattern below is the engine's own (hook_pattern)`];
+      if (c.rotary) notes.push('S is computed from the ROTATED q and k, scale·(R_i q_i)·(R_j k_j) — the pairs the softmax reads — so S and Sᵀ below are rotated scores');
+      if (c.n_kv_head < c.n_head) notes.push(`grouped-query attention: query head h reads key/value head ⌊h / ${c.n_head / c.n_kv_head}⌋`);
+      if (c.window && c.window.some((w) => w > 0)) notes.push(`sliding window per layer: ${c.window.join(', ')} (0 = global)`);
+      if (c.attn_softcap > 0) notes.push(`scores soft-capped at ${c.attn_softcap} before the softmax; S is shown before the cap`);
+      notes.push(`the score's scale is ${f6(c.attn_scale)}${Math.abs(c.attn_scale * Math.sqrt(c.head_dim) - 1) < 1e-9 ? ' = 1/√d_k' : ''}; “divide by √d_k” off removes it`);
+      $('model-family-note').textContent = notes.join('; ') + '.';
+      $('model-family-note').hidden = false;
+    }
+    if (!info.features || !info.features.heads) {
+      $('heads-off').textContent = `GPT-2 only for now: the head detector and composition scores read GPT-2's own class; this is a ${info.model_type} model. The attention, rotary and patching panels take every family.`;
+      $('heads-off').hidden = false;
+      document.querySelectorAll('#heads .controls, #heads .figure-row, #heads .export').forEach((e) => { e.hidden = true; });
+    }
+    if (!info.features || !info.features.rope) {
+      $('rope-off').textContent = `This ${info.model_type || 'gpt2'} model has learned positions: the position is added to the residual stream before W_Q and W_K, so nothing rotates q or k and a fixed q/k pair scores the same at every offset. The chart needs a rotary model (Llama, Mistral, Qwen2, Gemma, GPT-NeoX, Phi-3).`;
+      $('rope-off').hidden = false; $('rope-body').hidden = true;
+    } else { ropeSelects(); }
   } catch (e) { $('model-info').textContent = 'cannot reach the server: ' + e.message; }
 
   $('sd-scale').addEventListener('change', sdCompute);
@@ -800,14 +1272,28 @@ async function main() {
   $('follow').addEventListener('change', () => { M.follow = Number($('follow').value); redrawPatternOnly(); drawRowBars(); });
   wireFocus();
   wireHeads();
+  wireRope();
+  wirePatch();
   document.querySelectorAll('[data-export]').forEach((b) => b.addEventListener('click', () => {
     const which = b.dataset.export;
-    const fig = which === 'soft' ? SD.fig : which === 'running' ? RE.fig : which === 'matrix' ? WM.fig : which === 'model' ? modelFigure() : headsFigure();
+    const fig = which === 'soft' ? SD.fig : which === 'running' ? RE.fig : which === 'matrix' ? WM.fig : which === 'model' ? modelFigure()
+      : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : which === 'dla' ? DLA.fig : headsFigure();
     exportFigure(fig, `qkv-${which}`, b.dataset.format);
   }));
-  if (M.info && M.info.tokenizer) onText();
-  else if (M.info) showError('model-error', 'this model has no tokenizer beside it: the attention panel needs token ids (POST /api/attention with "ids")');
-  loadHeads();
+  if (M.info && !M.info.tokenizer) {
+    // no tokenizer beside the model: the text boxes take token ids
+    const n = Math.min(24, M.info.config.n_positions), V = M.info.config.vocab_size;
+    const ids = [...Array(n).keys()].map((k) => (7 + 13 * (k % 12)) % V);
+    $('text').value = 'ids: ' + ids.join(', ');
+    $('patch-clean').value = 'ids: ' + ids.join(', ');
+    $('patch-corrupt').value = 'ids: ' + ids.map((v, k) => (k < n / 2 ? (v + 101) % V : v)).join(', ');
+    $('patch-answer').value = String(ids[0]); $('patch-wrong').value = String(ids[1] || 0);
+    $('model-family-note').textContent = ($('model-family-note').hidden ? '' : $('model-family-note').textContent + ' ') +
+      'This model has no tokenizer beside it: the text boxes take token ids as “ids: 1, 2, 3”.';
+    $('model-family-note').hidden = false;
+  }
+  if (M.info) onText();
+  if (M.info && M.info.features && M.info.features.heads) loadHeads();
 }
 
 main();

@@ -306,6 +306,7 @@ SweepResult patch_sweep(const Model& m, const std::vector<int>& clean, const std
     positions.clear();
     for (int t = 0; t < r.T; t++) positions.push_back(t);
   }
+  const int total = int(r.layers.size() * heads.size() * positions.size());
   for (int l : r.layers) {
     const std::string name = hook_at_layer(o.hook, l);
     const Tensor& s = src.acts.at(name);
@@ -322,6 +323,7 @@ SweepResult patch_sweep(const Model& m, const std::vector<int>& clean, const std
         }
         r.metric.push_back(v);
         r.normalised.push_back(normalise(v, r.clean, r.corrupt));
+        if (o.progress) o.progress(int(r.sites.size()), total);
       }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -89,6 +89,40 @@ expect heads 200 '"induction":' -- "${url}api/heads"
 expect heads-text 200 '"text_previous_token":' -- "${post[@]}" -d '{"text":"abcabc"}' "${url}api/heads"
 expect circuits 200 '"compositions":\[\{' -- "${url}api/circuits"
 
+# the patching view's API (docs/patching.md "In qkv serve"): the same sweep as qkv patch --json; refusals
+expect patch 200 '"kind":"heads".*"sites":\[\{' -- "${post[@]}" -d '{"repeated":6,"hook":"attn.hook_v"}' "${url}api/patch"
+cli=$("$qkv" patch --model "$tmp/model" --repeated 6 --hook attn.hook_v --json | tr -d ' \n' | grep -oE '"clean":[-0-9.e]+' | head -1)
+api=$(curl -s "${post[@]}" -d '{"repeated":6,"hook":"attn.hook_v"}' "${url}api/patch" | grep -oE '"clean":[-0-9.e]+' | head -1)
+[ -n "$cli" ] && [ "$cli" = "$api" ] && ok "patch: API's clean metric = qkv patch --json's ($api)" || bad "patch: API $api vs CLI $cli"
+expect patch-site 200 '"max_abs_change":0\.0,' -- "${post[@]}" -d '{"repeated":6,"hook":"attn.hook_v","layer":0,"head":1}' "${url}api/patch-site"
+expect patch-bad-hook 400 "no hook point 'blocks.0.attn.hook_nope'" -- "${post[@]}" -d '{"repeated":6,"hook":"attn.hook_nope"}' "${url}api/patch"
+expect patch-no-hook 400 'hook.. is missing' -- "${post[@]}" -d '{"repeated":6}' "${url}api/patch"
+expect patch-empty 400 'clean.. is empty' -- "${post[@]}" -d '{"clean":"","corrupt":"ab","hook":"attn.hook_v","loss_positions":[0]}' "${url}api/patch"
+expect patch-unequal 400 'equal length in tokens' -- "${post[@]}" -d '{"clean":"abc","corrupt":"ab","hook":"attn.hook_v","loss_positions":[0]}' "${url}api/patch"
+expect patch-long 400 '129 tokens; patching takes at most 128' -- "${post[@]}" -d "{\"clean\":\"$long\",\"corrupt\":\"$long\",\"hook\":\"attn.hook_v\",\"loss_positions\":[0]}" "${url}api/patch"
+expect patch-unknown-key 400 'unknown key \\"hoook\\"' -- "${post[@]}" -d '{"repeated":6,"hoook":"attn.hook_v"}' "${url}api/patch"
+expect path-patch 200 '"fraction_of_receiver_effect":' -- "${post[@]}" -d '{"repeated":6,"path":"0.1:1.0:k"}' "${url}api/path-patch"
+expect path-patch-order 400 'must come before the receiver' -- "${post[@]}" -d '{"repeated":6,"path":"1.0:1.1:k"}' "${url}api/path-patch"
+expect path-patch-bad 400 'is not SENDER:RECEIVER' -- "${post[@]}" -d '{"repeated":6,"path":"0.1-1.0"}' "${url}api/path-patch"
+expect attribute 200 '"sum_terms":' -- "${post[@]}" -d '{"text":"abcab","answer":"c","wrong":"d"}' "${url}api/attribute"
+expect attribute-two-tokens 400 'is 2 tokens, not one' -- "${post[@]}" -d '{"text":"abcab","answer":"cd","wrong":"d"}' "${url}api/attribute"
+expect patch-progress 200 '"running":false' -- "${post[@]}" -d '{"job":"nothing"}' "${url}api/patch-progress"
+expect rope-gpt2 400 'learned positions' -- "${post[@]}" -d '{"text":"ab"}' "${url}api/rope"
+expect swap-gpt2 200 '"transposes":true' -- "${post[@]}" -d '{"text":"abcab","layer":1,"head":2,"grid":false,"swap_check":true}' "${url}api/attention"
+
+# family checkpoints (no tokenizer: ids): rotated S, the swap, the offset chart, patching; heads refused
+ids='[1,2,3,4,5,6,7,8,9,10,11,12]'
+for arch in llama qwen2 gemma gpt_neox; do
+  "$qkv" init --arch "$arch" --preset tiny --out "$tmp/$arch" >/dev/null || { bad "init --arch $arch"; continue; }
+  start "$arch" --model "$tmp/$arch" --port 0 || continue
+  expect "$arch-info" 200 "\"rotary\":true.*\"model_type\":\"$arch\"" -- "${url}api/info"
+  expect "$arch-rotated-S" 200 'ROTATED q and k.*"transposes":true' -- "${post[@]}" -d "{\"ids\":$ids,\"layer\":1,\"head\":3,\"grid\":false,\"swap_check\":true}" "${url}api/attention"
+  expect "$arch-rope" 200 '"max_abs_shift_diff":[0-9.]+e-(0[7-9]|[1-9][0-9])' -- "${post[@]}" -d "{\"ids\":$ids,\"layer\":1,\"head\":3,\"i\":11,\"j\":2}" "${url}api/rope"
+  expect "$arch-patch" 200 '"sites":\[\{' -- "${post[@]}" -d '{"repeated":5,"hook":"attn.hook_rot_k"}' "${url}api/patch"
+  expect "$arch-heads" 400 'GPT-2 only for now' -- "${url}api/heads"
+  expect "$arch-circuits" 400 'GPT-2 only for now' -- "${url}api/circuits"
+done
+
 # a model without a tokenizer: text refused with a message naming it, ids accepted
 start notok --model "$fx/tiny" --port 0 || exit 1
 expect no-tokenizer 400 'has no tokenizer beside it' -- "${post[@]}" -d '{"text":"ab"}' "${url}api/attention"

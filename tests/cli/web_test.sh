@@ -2,7 +2,8 @@
 # qkv serve in a real browser and under load: installs what is missing (Debian's chromium, the npm
 # playwright-core pinned in tests/web/package-lock.json), makes a tiny byte-level model, starts
 # `qkv serve` on a free loopback port, runs tests/web/browser_test.js (Playwright) and
-# tests/web/load_test.js (8 clients × 10 s), stops the server, and keeps the screenshot and exports in
+# tests/web/load_test.js (8 clients × 10 s), then tests/web/patch_test.js (the patching view on the bundled
+# model, the rotary panels on a tiny llama checkpoint; two more servers), stops them, and keeps the screenshots and exports in
 # $QKV_ARTIFACTS (default: web-artifacts/ beside the binary). Usage: web_test.sh QKV_BINARY SOURCE_DIR
 set -uo pipefail
 qkv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2
@@ -28,7 +29,8 @@ ok "chromium $(/usr/bin/chromium --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9
 
 tmp=$(mktemp -d)
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"; }
+extra=()
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; for p in "${extra[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 bash "$web/make_model.sh" "$qkv" "$tmp/model" || { bad "could not make the test model"; exit 1; }
 
@@ -46,6 +48,33 @@ ok "qkv serve listening at $url"
 
 (cd "$web" && node browser_test.js "$url" "$qkv" "$tmp/model" "$art") || bad "browser test (see the lines above; screenshots in $art)"
 (cd "$web" && node load_test.js "$url" 8 10) || bad "load test"
+
+# the patching view (on the bundled GPT-2 model: the seeds' picture) and the rotary panels (on a tiny
+# Llama-shaped checkpoint with the byte-level tokenizer beside it): tests/web/patch_test.js
+"$qkv" init --arch llama --preset tiny --out "$tmp/llama" >/dev/null && cp "$tmp/model/vocab.json" "$tmp/model/merges.txt" "$tmp/llama/"
+extra=()
+start_extra() {  # start_extra NAME MODEL -> sets xurl
+  "$qkv" serve --model "$2" --port 0 >"$tmp/$1.out" 2>"$tmp/$1.err" &
+  extra+=($!)
+  xurl=
+  for _ in $(seq 1 300); do
+    xurl=$(grep -oE 'http://127\.0\.0\.1:[0-9]+/' "$tmp/$1.out" 2>/dev/null | head -1)
+    [ -n "$xurl" ] && return 0
+    sleep 0.1
+  done
+  bad "qkv serve --model $2 did not print its URL"; cat "$tmp/$1.err"; return 1
+}
+"$qkv" init --arch qwen2 --preset tiny --out "$tmp/qwen2" >/dev/null  # no tokenizer beside it: ids
+if start_extra induction "$src/models/induction" && gurl=$xurl && start_extra qwen2 "$tmp/qwen2" && nurl=$xurl &&
+  start_extra llama "$tmp/llama"; then
+  ok "qkv serve on models/induction ($gurl), a llama checkpoint ($xurl) and a qwen2 one without a tokenizer ($nurl)"
+  (cd "$web" && node patch_test.js "$qkv" "$art" "$gurl" "$src/models/induction" "$xurl" "$tmp/llama" "$nurl" "$tmp/qwen2") ||
+    bad "patching/rotary browser test (see the lines above; screenshots in $art)"
+fi
+for p in "${extra[@]}"; do
+  kill -TERM "$p"; wait "$p"; rc=$?
+  [ "$rc" -eq 0 ] && ok "extra server $p stops cleanly" || bad "extra server $p exit $rc on SIGTERM"
+done
 
 kill -TERM "$pid"
 wait "$pid"; rc=$?

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli.hpp"
 #include "http.hpp"
@@ -17,6 +18,7 @@ struct ServeArgs {
   ModelArgs m;
   server::ServeOptions o;
   int forwards = 2;
+  int patch_tokens = 256, patch_sites = 2048;
 };
 
 void run_serve(ServeArgs& a) {
@@ -31,16 +33,29 @@ void run_serve(ServeArgs& a) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  LoadedModel lm = load_model_arg(a.m);
   server::ServiceOptions so;
   so.max_concurrent_forwards = a.forwards;
-  server::Service service(lm.path, std::move(lm.model), std::move(lm.tokenizer), so);
+  so.max_patch_tokens = a.patch_tokens;
+  so.max_patch_sites = a.patch_sites;
+  // GPT-2 checkpoints load as GPT-2's own class (every panel); any other family through load_lm
+  // (attention with rotated S, the rotary offset chart, patching; heads/circuits say "GPT-2 only").
+  std::unique_ptr<server::Service> svc;
+  {
+    LoadedLM fam = load_lm_arg(a.m);
+    if (fam.model.arch.model_type == "gpt2") {
+      LoadedModel lm = load_model_arg(a.m);
+      svc = std::make_unique<server::Service>(lm.path, std::move(lm.model), std::move(lm.tokenizer), so);
+    } else {
+      svc = std::make_unique<server::Service>(fam.path, std::move(fam.model), std::move(fam.tokenizer), so);
+    }
+  }
+  server::Service& service = *svc;
   const bool loopback = a.o.host == "127.0.0.1" || a.o.host == "localhost" || a.o.host == "::1";
   server::serve(service, a.o, [&](const std::string& url) {
     std::cout << "qkv serve: " << url << "\n"
-              << "  model " << service.model_path() << " (" << service.model().config.n_layer << " layers × "
-              << service.model().config.n_head << " heads, context " << service.model().config.n_positions
-              << " tokens)\n  Ctrl-C to stop\n";
+              << "  model " << service.model_path() << " (" << service.arch().model_type << ", "
+              << service.arch().n_layer << " layers × " << service.arch().H << " heads, context "
+              << service.arch().n_ctx << " tokens)\n  Ctrl-C to stop\n";
     if (!loopback)
       std::cout << "  warning: listening on " << a.o.host
                 << ", not only this machine's loopback: anyone who can reach it can use the page\n";
@@ -50,15 +65,23 @@ void run_serve(ServeArgs& a) {
 }
 
 void register_serve(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "A local web page: the soft dictionary, the model's attention, heads and circuits");
+  auto* cmd = app.add_subcommand("serve",
+                                 "A local web page: the soft dictionary, the model's attention (any family; "
+                                 "rotary S from rotated q, k), heads, circuits, activation patching");
   auto a = std::make_shared<ServeArgs>();
   add_model_option(cmd, a->m);
   cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
-  cmd->add_option("--port", a->o.port, "port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port", a->o.port, "port (default 8080; 0 picks a free one)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--max-body", a->o.max_body_bytes, "largest request body in bytes (default 65536)")
       ->check(CLI::Range(1024, 16 << 20));
   cmd->add_option("--forwards", a->forwards, "forwards computed at once; other requests wait (default 2)")
       ->check(CLI::Range(1, 64));
+  cmd->add_option("--patch-tokens", a->patch_tokens, "longest input of the patching view (default 256)")
+      ->check(CLI::Range(2, 1 << 16));
+  cmd->add_option("--patch-sites", a->patch_sites,
+                  "most sites (one forward each) of one patching sweep (default 2048)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--log", a->o.log, "one line per request on stderr");
   cmd->callback([a] { run_serve(*a); });
 }

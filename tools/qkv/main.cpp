@@ -52,7 +52,11 @@ std::vector<int> parse_ints(const std::string& arg, const std::string& text) {
   return out;
 }
 
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+// Strings holding a lone byte of a multi-byte character (a byte-level token's label) are written with
+// U+FFFD in its place, as qkv serve writes them, instead of throwing json's type_error 316.
+void print_json(const nlohmann::json& j) {
+  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
 
 namespace {
 std::vector<std::pair<int, Registrar>>& registry() {

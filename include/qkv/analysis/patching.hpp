@@ -79,6 +79,8 @@ struct SweepOptions {
   bool per_position = false;
   PatchDirection direction = PatchDirection::Noising;
   PatchMetric metric;
+  // Called after each site (done = sites so far, of total), e.g. for qkv serve's progress bar. Optional.
+  std::function<void(int done, int total)> progress;
 };
 
 struct SweepResult {
