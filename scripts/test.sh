@@ -5,8 +5,9 @@
 #   1b. on that build: `import qkv`'s pytest suite, examples/tour.ipynb executed, and tests/package/ (a
 #       consumer of `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
 #   2. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
-#   2. the bundled model's recipe rerun (tests/train/retrain_bundled.sh, ~2 min): it must reproduce
-#      models/induction — byte for byte with the same thread count;
+#   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh, ~2 min, and
+#      tests/train/retrain_llama.sh): they must reproduce models/induction and models/induction-llama —
+#      byte for byte with the same thread count;
 #   3. the same suite built with ASan + UBSan (build-asan, RelWithDebInfo);
 #   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14);
 #   5. the attention kernels cross-compiled for aarch64 and checked under qemu-aarch64 (tests/arm/run.sh,
@@ -56,6 +57,10 @@ if [ "${QKV_TEST_RETRAIN:-1}" != 0 ]; then
   bash tests/train/retrain_bundled.sh "$build/qkv" "$PWD" || status=1
   t2=$(date +%s)
   echo "qkv test: bundled model retrained and compared $((t2 - t1))s" >&2
+  t1=$t2
+  bash tests/train/retrain_llama.sh "$build/qkv" "$PWD" || status=1
+  t2=$(date +%s)
+  echo "qkv test: bundled Llama-shaped model (models/induction-llama) retrained and compared $((t2 - t1))s" >&2
   t1=$t2
 fi
 

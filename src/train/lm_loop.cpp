@@ -38,6 +38,22 @@ nlohmann::json induction_family_config(const std::string& type, const LmInductio
   return j;
 }
 
+void shared_embedding_init(LmParams& p, double ratio, uint64_t seed) {
+  if (ratio == 0) return;
+  const Arch& a = p.arch();
+  float* wte = p.params.data() + p.layout.wte;
+  const int64_t n = int64_t(a.vocab_size) * a.d;
+  double ss = 0;
+  for (int64_t i = 0; i < n; i++) ss += double(wte[i]) * wte[i];
+  const double rms = std::sqrt(ss / double(n));
+  std::mt19937_64 rng(seed ^ 0xc0ffee);
+  std::normal_distribution<double> N(0.0, 1.0);
+  std::vector<float> c(static_cast<size_t>(a.d));
+  for (auto& x : c) x = float(ratio * rms * N(rng));
+  for (int v = 0; v < a.vocab_size; v++)
+    for (int j = 0; j < a.d; j++) wte[int64_t(v) * a.d + j] += c[size_t(j)];
+}
+
 InContextLoss lm_in_context_loss(const LmParams& p, int n, int sequences, uint64_t seed) {
   const Arch& a = p.arch();
   if (n < 2 || 2 * n > a.n_ctx) usage_error("in-context loss: need 2 <= n and 2n <= the context (" + std::to_string(a.n_ctx) + ")");

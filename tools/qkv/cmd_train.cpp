@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string preset, data, config, tokenizer, out, init;
   std::string arch;  // a family (config.json's model_type); empty or gpt2: the GPT-2 trainer
   LmInductionRecipe recipe;  // --arch with --preset induction
+  bool steps_given = false;  // --steps on the command line (the --arch preset's default is its own)
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
@@ -92,7 +93,8 @@ std::string settings_json(const TrainArgs& a) {
                       {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
                       {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
                       {"seed", s.seed},          {"threads", s.threads}, {"threads_used", training_threads(s)}};
-  if (!a.arch.empty() && a.arch != "gpt2") j["d_ff"] = a.recipe.d_ff, j["rope_theta"] = a.recipe.rope_theta;
+  if (!a.arch.empty() && a.arch != "gpt2") j["d_ff"] = a.recipe.d_ff, j["rope_theta"] = a.recipe.rope_theta,
+                                            j["shared_embedding"] = a.recipe.shared_embedding;
   return j.dump();
 }
 
@@ -108,6 +110,9 @@ void run_train_family(TrainArgs a) {
                   " give --config with the family's own config.json instead");
     if (!a.seq_len) a.seq_len = 128;
     if (!a.eval_n) a.eval_n = 50;
+    // The Llama preset's recipe (models/induction-llama/README.md): the circuit forms by step ~800, so
+    // 2000 steps (half the GPT-2 preset's) reach the targets.
+    if (!a.steps_given) a.s.steps = 2000;
   } else {
     if (!a.config.empty()) {
       const io::MappedFile f = io::MappedFile::open(a.config);
@@ -149,6 +154,7 @@ void run_train_family(TrainArgs a) {
   if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
 
   LmParams model = init_lm(config, a.s.seed);
+  if (a.preset == "induction") shared_embedding_init(model, a.recipe.shared_embedding, a.s.seed);
   if (!a.init.empty()) {
     const Model start = load_lm(a.init);
     if (start.arch.model_type != arch.model_type || tensor_table(start.arch).size() != model.layout.table.size())
@@ -294,6 +300,10 @@ void register_train(CLI::App& app) {
   cmd->add_option("--d-ff", a->recipe.d_ff, "--arch with --preset induction: the MLP's width")->check(CLI::Range(1, 65536));
   cmd->add_option("--rope-theta", a->recipe.rope_theta, "--arch with --preset induction: rotary θ")
       ->check(CLI::Range(2.0, 1e9));
+  cmd->add_option("--shared-embedding", a->recipe.shared_embedding,
+                  "--arch with --preset induction: start every token embedding with one shared random vector, this "
+                  "many times their RMS (a rotary model's position-only attention needs it)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--config", a->config, "config.json giving the model's shape (with --data)");
   cmd->add_option("--tokenizer", a->tokenizer, "directory with vocab.json + merges.txt (default: bytes)");
   cmd->add_option("--out", a->out, "output directory")->required();
@@ -307,7 +317,7 @@ void register_train(CLI::App& app) {
                   "induction preset: the data's kinds and weights, from probe, copies, skip, periodic, recall "
                   "(default skip=1,recall=2,probe=2; see include/qkv/train/train.hpp)");
   cmd->add_option("--sinusoidal-init", a->sinusoidal, "start position embeddings as sinusoids (true/false)");
-  cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
+  cmd->add_option("--steps", a->s.steps, "optimiser steps (default 4000; 2000 with --arch and --preset induction)")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::Range(8, 1 << 16));
   cmd->add_option("--lr", a->s.lr, "peak learning rate")->check(CLI::Range(1e-8, 10.0));
@@ -319,7 +329,10 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-every", a->s.eval_every, "steps between in-context loss evaluations")
       ->check(CLI::Range(1, 10000000));
-  cmd->callback([a] { run_train(*a); });
+  cmd->callback([a, cmd] {
+    a->steps_given = cmd->count("--steps") > 0;
+    run_train(*a);
+  });
 }
 
 }  // namespace

@@ -18,8 +18,16 @@ namespace qkv {
 struct LmInductionRecipe {
   int d_ff = 128;
   double rope_theta = 10000;
+  double shared_embedding = 1;  // see shared_embedding_init
 };
 nlohmann::json induction_family_config(const std::string& model_type, const LmInductionRecipe& r = {});
+
+// Adds one random vector c, with `ratio` times the rows' RMS, to every token embedding (still learned).
+// A rotary model has no position embedding: a head can attend by offset only through a part of q and k
+// that does not depend on the token, and with RMSNorm and no biases that part must come from a
+// direction every embedding shares. Starting with one is the rotary analogue of the GPT-2 preset's
+// sinusoidal position init.
+void shared_embedding_init(LmParams& p, double ratio, uint64_t seed);
 
 // As in_context_loss / watch_heads (train.hpp), on a family model through the training forward.
 InContextLoss lm_in_context_loss(const LmParams& p, int n, int sequences, uint64_t seed);
