@@ -4,6 +4,7 @@
 // with the head detector's definitions (train_lm.hpp: lm_scan_heads) on the family forward.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -59,17 +60,21 @@ TEST(BundledLlama, IsAnHfLlamaWithGqaRotaryAndRmsNorm) {
 
 TEST(BundledLlama, HasAPreviousTokenHeadInLayerZero) {
   const auto& h = bundled().best(0, &analysis::HeadScores::previous_token);
+  std::printf("previous-token head 0.%d: %.3f\n", h.head, h.previous_token);
   EXPECT_GE(h.previous_token, 0.8) << "best layer-0 head " << h.head;
 }
 
 TEST(BundledLlama, HasAnInductionHeadInLayerOne) {
   const auto& h = bundled().best(1, &analysis::HeadScores::induction);
+  for (const auto& x : bundled().heads)
+    if (x.layer == 1) std::printf("head 1.%d: induction %.3f (shifted %.3f)\n", x.head, x.induction, x.induction_shifted);
   EXPECT_GE(h.induction, 0.8) << "best layer-1 head " << h.head;
   EXPECT_LT(h.induction_shifted, 0.1) << "head 1." << h.head << " also attends one token further on";
 }
 
 TEST(BundledLlama, CopiesInContext) {
   const InContextLoss l = lm_in_context_loss(bundled().params, 50, 32, 424242);
+  std::printf("in-context loss: first half %.3f, repeated half %.3f nats\n", l.first_half, l.repeated_half);
   EXPECT_LE(l.repeated_half, 0.3);
   EXPECT_GE(l.first_half, 2.0);
 }
