@@ -35,7 +35,8 @@ check "info loads the gemma2 model" 0 'soft-capped' -- info --model "$tmp/g"
 check "unknown family" 2 "qkv: error: --arch: 'bogus' is not a family" -- train --preset induction --arch bogus --out "$tmp/x1"
 check "--config of another family" 2 'qkv: error: .*model_type is "llama" but --arch is gemma' -- train --arch gemma --data "$tmp/text.txt" --config "$tmp/a/config.json" --out "$tmp/x2"
 check "GPT-2 shape flags with --arch" 2 'qkv: error: --n-embd' -- train "${small[@]}" --n-embd 32 --out "$tmp/x3"
-for d in x1 x2 x3; do
+check "--rope-theta without --arch" 2 'qkv: error: --d-ff, --rope-theta' -- train --preset induction --rope-theta 500 --out "$tmp/x4"
+for d in x1 x2 x3 x4; do
   [ ! -e "$tmp/$d/model.safetensors" ] && ok "$d: no model written" || bad "$d: a model was written"
 done
 exit $fail

@@ -31,6 +31,7 @@ struct TrainArgs {
   std::string arch;  // a family (config.json's model_type); empty or gpt2: the GPT-2 trainer
   LmInductionRecipe recipe;  // --arch with --preset induction
   bool steps_given = false;  // --steps on the command line (the --arch preset's default is its own)
+  bool recipe_given = false; // --d-ff, --rope-theta or --shared-embedding on the command line
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
@@ -197,7 +198,11 @@ void run_train_family(TrainArgs a) {
 
 void run_train(TrainArgs a) {
   if (a.preset.empty() == a.data.empty()) usage_error("train: give either --preset induction or --data FILE");
-  if (!a.arch.empty() && a.arch != "gpt2") return run_train_family(std::move(a));
+  const bool family = !a.arch.empty() && a.arch != "gpt2";
+  if (a.recipe_given && !(family && a.preset == "induction"))
+    usage_error("--d-ff, --rope-theta and --shared-embedding shape the induction preset of a family: give them with "
+                "--preset induction and --arch NAME (not gpt2)");
+  if (family) return run_train_family(std::move(a));
   GPT2Config config;
   Tokenizer tok = Tokenizer::byte_level();
   DataSource data;
@@ -331,6 +336,7 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(1, 10000000));
   cmd->callback([a, cmd] {
     a->steps_given = cmd->count("--steps") > 0;
+    a->recipe_given = cmd->count("--d-ff") + cmd->count("--rope-theta") + cmd->count("--shared-embedding") > 0;
     run_train(*a);
   });
 }
