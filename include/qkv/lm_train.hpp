@@ -25,7 +25,8 @@ namespace lm_ops {
 // x [N, d] -> y [N, d] by the Arch's norm; saves mean [N] (LayerNorm only; may be null otherwise) and
 // rstd [N]. LayerNorm: (x − μ)·r·w (+ b); RMSNorm: x·r·w; Gemma: x·r·(1 + w); b may be null.
 template <class T>
-void norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, NormKind kind, int N, int d, double eps);
+void norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, NormKind kind, int N, int d,
+                  double eps);
 template <class T>
 void norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                    NormKind kind, int N, int d);
@@ -72,7 +73,7 @@ struct LmLayout {
   std::vector<TensorSpec> table;
   std::vector<int64_t> offset;  // per table row
   int64_t size = 0;
-  bool in_out = false;          // GPT-2: matrices stored [in, out] (Conv1D)
+  bool in_out = false;  // GPT-2: matrices stored [in, out] (Conv1D)
   struct Block {
     int64_t ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1, post_attn_w = -1, post_mlp_w = -1;
     int64_t wq = -1, wk = -1, wv = -1, bq = -1, bk = -1, bv = -1, wqkv = -1, bqkv = -1, wo = -1, bo = -1;
@@ -89,8 +90,8 @@ struct LmActs {
   int T = 0;
   std::vector<int> ids;
   struct Layer {
-    std::vector<F> x_in, u1, mean1, rstd1, P, q, k, v, A, Sc, zm, ao, rstd_pa, x_mid, u2, mean2, rstd2, g, up, h, mo,
-        rstd_pm;
+    std::vector<F> x_in, u1, mean1, rstd1, P, q, k, v, A, Sc, zm, ao, rstd_pa, x_mid, u2, mean2, rstd2, g, up,
+        h, mo, rstd_pm;
   };
   std::vector<Layer> layers;
   std::vector<F> xf, uf, meanf, rstdf, raw, logits;  // raw: logits before the final soft-cap
@@ -99,7 +100,8 @@ struct LmActs {
 
 // ids [T] -> logits [T, vocab] (also in acts.logits), keeping every activation the backward reads.
 template <class T>
-const std::vector<T>& lm_train_forward(const LmLayout& L, const T* params, const std::vector<int>& ids, LmActs<T>& acts);
+const std::vector<T>& lm_train_forward(const LmLayout& L, const T* params, const std::vector<int>& ids,
+                                       LmActs<T>& acts);
 
 // Mean next-token cross-entropy over the positions whose target is >= 0.
 template <class T>
@@ -108,7 +110,8 @@ double lm_cross_entropy(const std::vector<T>& logits, const std::vector<int>& ta
 // After lm_train_forward: accumulates ∂loss/∂params into grads (size L.size) for the loss above and
 // returns the loss.
 template <class T>
-double lm_train_backward(const LmLayout& L, const T* params, const std::vector<int>& targets, LmActs<T>& acts, T* grads);
+double lm_train_backward(const LmLayout& L, const T* params, const std::vector<int>& targets, LmActs<T>& acts,
+                         T* grads);
 
 // A trainable model: the layout and the fp32 parameters.
 struct LmParams {
@@ -130,7 +133,8 @@ LmParams lm_params_from(const Model& m, const nlohmann::json& config);
 Model lm_view(const LmParams& p);
 // model.safetensors at `path` (F32, the family's tensor names, `metadata` in __metadata__), written
 // through a temporary file; config.json is p.config (the caller writes it).
-void save_lm(const LmParams& p, const std::string& path, const std::map<std::string, std::string>& metadata = {});
+void save_lm(const LmParams& p, const std::string& path,
+             const std::map<std::string, std::string>& metadata = {});
 // AdamW decays matrices and embeddings (2-D tensors except learned positions), not norms or biases.
 std::vector<uint8_t> lm_decay_mask(const LmLayout& L);
 

@@ -16,7 +16,8 @@ namespace qkv {
 namespace lm_ops {
 
 template <class T>
-void norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, NormKind kind, int N, int d, double eps) {
+void norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, NormKind kind, int N, int d,
+                  double eps) {
   const T e = T(eps);
   for (int i = 0; i < N; i++) {
     const T* xi = x + long(i) * d;
@@ -126,7 +127,8 @@ void rope_apply(T* x, int heads, const RopeTable& r, bool inverse) {
     T* p = x + ht * dh;
     for (int i = 0; i < half; i++) {
       const int i0 = r.adjacent ? 2 * i : i, i1 = r.adjacent ? 2 * i + 1 : i + half;
-      const T c = T(r.cos[size_t(t) * half + i]), s = inverse ? -T(r.sin[size_t(t) * half + i]) : T(r.sin[size_t(t) * half + i]);
+      const T c = T(r.cos[size_t(t) * half + i]),
+              s = inverse ? -T(r.sin[size_t(t) * half + i]) : T(r.sin[size_t(t) * half + i]);
       const T x0 = p[i0], x1 = p[i1];
       p[i0] = x0 * c - x1 * s;
       p[i1] = x1 * c + x0 * s;
@@ -209,11 +211,20 @@ void mlp_act_forward(T* h, const T* g, const T* up, MlpKind kind, int64_t n) {
     const T x = g[i];
     T a;
     switch (kind) {
-      case MlpKind::SwiGLU: a = x * sigmoid_neg_exp(-x); break;  // silu(x) = x·σ(x)
-      case MlpKind::GeGLU: a = x * sigmoid_neg_exp(T(-2) * (T(kC) * (x + T(kA) * x * x * x))); break;
-      case MlpKind::GeluTanh: a = T(0.5) * x * (T(1) + std::tanh(T(kC) * (x + T(kA) * x * x * x))); break;
-      case MlpKind::Gelu: a = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476))); break;
-      default: a = x;
+      case MlpKind::SwiGLU:
+        a = x * sigmoid_neg_exp(-x);
+        break;  // silu(x) = x·σ(x)
+      case MlpKind::GeGLU:
+        a = x * sigmoid_neg_exp(T(-2) * (T(kC) * (x + T(kA) * x * x * x)));
+        break;
+      case MlpKind::GeluTanh:
+        a = T(0.5) * x * (T(1) + std::tanh(T(kC) * (x + T(kA) * x * x * x)));
+        break;
+      case MlpKind::Gelu:
+        a = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+        break;
+      default:
+        a = x;
     }
     h[i] = up ? up[i] * a : a;
   }
@@ -240,10 +251,12 @@ void mlp_act_backward(T* dg, T* dup, const T* dh, const T* g, const T* up, MlpKi
       }
       case MlpKind::Gelu: {
         a = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
-        da = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))) + x * std::exp(T(-0.5) * x * x) * T(0.3989422804014327);
+        da = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))) +
+             x * std::exp(T(-0.5) * x * x) * T(0.3989422804014327);
         break;
       }
-      default: a = x, da = 1;
+      default:
+        a = x, da = 1;
     }
     if (up) {
       dg[i] += dh[i] * up[i] * da;
@@ -254,15 +267,17 @@ void mlp_act_backward(T* dg, T* dup, const T* dh, const T* g, const T* up, MlpKi
   }
 }
 
-#define QKV_LM_OPS(T)                                                                                              \
-  template void norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, NormKind, int, int, double);            \
-  template void norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, NormKind, int, int); \
-  template void rope_forward<T>(T*, int, const RopeTable&);                                                        \
-  template void rope_backward<T>(T*, int, const RopeTable&);                                                       \
-  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, int, double, double, int); \
-  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, int, int, \
-                                      int, int, double, double);                                                  \
-  template void mlp_act_forward<T>(T*, const T*, const T*, MlpKind, int64_t);                                      \
+#define QKV_LM_OPS(T)                                                                                      \
+  template void norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, NormKind, int, int, double);     \
+  template void norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, NormKind,   \
+                                 int, int);                                                                \
+  template void rope_forward<T>(T*, int, const RopeTable&);                                                \
+  template void rope_backward<T>(T*, int, const RopeTable&);                                               \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, int, double, \
+                                     double, int);                                                         \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,        \
+                                      const T*, int, int, int, int, double, double);                       \
+  template void mlp_act_forward<T>(T*, const T*, const T*, MlpKind, int64_t);                              \
   template void mlp_act_backward<T>(T*, T*, const T*, const T*, const T*, MlpKind, int64_t);
 QKV_LM_OPS(float)
 QKV_LM_OPS(double)
@@ -292,15 +307,29 @@ LmLayout lm_layout(const Arch& arch) {
     } else {
       LmLayout::Block& b = L.blocks[size_t(s.layer)];
       static const std::map<std::string, int64_t LmLayout::Block::*> roles = {
-          {"ln1_w", &LmLayout::Block::ln1_w}, {"ln1_b", &LmLayout::Block::ln1_b}, {"ln2_w", &LmLayout::Block::ln2_w},
-          {"ln2_b", &LmLayout::Block::ln2_b}, {"post_attn_w", &LmLayout::Block::post_attn_w},
-          {"post_mlp_w", &LmLayout::Block::post_mlp_w}, {"wq", &LmLayout::Block::wq}, {"wk", &LmLayout::Block::wk},
-          {"wv", &LmLayout::Block::wv}, {"bq", &LmLayout::Block::bq}, {"bk", &LmLayout::Block::bk},
-          {"bv", &LmLayout::Block::bv}, {"wqkv", &LmLayout::Block::wqkv}, {"bqkv", &LmLayout::Block::bqkv},
-          {"wo", &LmLayout::Block::wo}, {"bo", &LmLayout::Block::bo}, {"w_up", &LmLayout::Block::w_up},
-          {"b_up", &LmLayout::Block::b_up}, {"w_gate", &LmLayout::Block::w_gate},
-          {"b_gate", &LmLayout::Block::b_gate}, {"w_gate_up", &LmLayout::Block::w_gate_up},
-          {"w_down", &LmLayout::Block::w_down}, {"b_down", &LmLayout::Block::b_down}};
+          {"ln1_w", &LmLayout::Block::ln1_w},
+          {"ln1_b", &LmLayout::Block::ln1_b},
+          {"ln2_w", &LmLayout::Block::ln2_w},
+          {"ln2_b", &LmLayout::Block::ln2_b},
+          {"post_attn_w", &LmLayout::Block::post_attn_w},
+          {"post_mlp_w", &LmLayout::Block::post_mlp_w},
+          {"wq", &LmLayout::Block::wq},
+          {"wk", &LmLayout::Block::wk},
+          {"wv", &LmLayout::Block::wv},
+          {"bq", &LmLayout::Block::bq},
+          {"bk", &LmLayout::Block::bk},
+          {"bv", &LmLayout::Block::bv},
+          {"wqkv", &LmLayout::Block::wqkv},
+          {"bqkv", &LmLayout::Block::bqkv},
+          {"wo", &LmLayout::Block::wo},
+          {"bo", &LmLayout::Block::bo},
+          {"w_up", &LmLayout::Block::w_up},
+          {"b_up", &LmLayout::Block::b_up},
+          {"w_gate", &LmLayout::Block::w_gate},
+          {"b_gate", &LmLayout::Block::b_gate},
+          {"w_gate_up", &LmLayout::Block::w_gate_up},
+          {"w_down", &LmLayout::Block::w_down},
+          {"b_down", &LmLayout::Block::b_down}};
       const auto it = roles.find(s.role);
       if (it != roles.end()) slot = &(b.*(it->second));
     }
@@ -318,25 +347,33 @@ void grow(std::vector<T>& b, size_t n) {
   if (b.size() < n) b.resize(n);
 }
 
-// y [N, out] (row stride ldy) = x [N, in] · W (+ b): W [out, in] (nn.Linear) or [in, out] (Conv1D). overwrites
+// y [N, out] (row stride ldy) = x [N, in] · W (+ b): W [out, in] (nn.Linear) or [in, out] (Conv1D).
+// overwrites
 template <class T>
 void lin_forward(T* y, int ldy, const T* x, int N, int in, int out, const T* W, const T* b, bool in_out) {
   if (b)
     for (int i = 0; i < N; i++) std::copy_n(b, out, y + long(i) * ldy);
   const T beta = b ? T(1) : T(0);
-  if (in_out) gemm<T>(false, false, N, out, in, T(1), x, in, W, out, beta, y, ldy);
-  else gemm<T>(false, true, N, out, in, T(1), x, in, W, in, beta, y, ldy);
+  if (in_out)
+    gemm<T>(false, false, N, out, in, T(1), x, in, W, out, beta, y, ldy);
+  else
+    gemm<T>(false, true, N, out, in, T(1), x, in, W, in, beta, y, ldy);
 }
 
 // dx [N, in] += dy·W (dx may be null), dW += dyᵀ·x (or xᵀ·dy), db += Σ_rows dy
 template <class T>
-void lin_backward(T* dx, T* dW, T* db, const T* dy, int ldy, const T* x, const T* W, int N, int in, int out, bool in_out) {
+void lin_backward(T* dx, T* dW, T* db, const T* dy, int ldy, const T* x, const T* W, int N, int in, int out,
+                  bool in_out) {
   if (dx) {
-    if (in_out) gemm<T>(false, true, N, in, out, T(1), dy, ldy, W, out, T(1), dx, in);
-    else gemm<T>(false, false, N, in, out, T(1), dy, ldy, W, in, T(1), dx, in);
+    if (in_out)
+      gemm<T>(false, true, N, in, out, T(1), dy, ldy, W, out, T(1), dx, in);
+    else
+      gemm<T>(false, false, N, in, out, T(1), dy, ldy, W, in, T(1), dx, in);
   }
-  if (in_out) gemm<T>(true, false, in, out, N, T(1), x, in, dy, ldy, T(1), dW, out);
-  else gemm<T>(true, false, out, in, N, T(1), dy, ldy, x, in, T(1), dW, in);
+  if (in_out)
+    gemm<T>(true, false, in, out, N, T(1), x, in, dy, ldy, T(1), dW, out);
+  else
+    gemm<T>(true, false, out, in, N, T(1), dy, ldy, x, in, T(1), dW, in);
   if (db)
     for (int i = 0; i < N; i++)
       for (int j = 0; j < out; j++) db[j] += dy[long(i) * ldy + j];
@@ -352,12 +389,15 @@ struct Cols {
 };
 
 template <class T>
-void gather(T* dst, const T* P, int Tn, int ld, int heads, int dh, int (Cols::*col)(int) const, const Cols& c) {
+void gather(T* dst, const T* P, int Tn, int ld, int heads, int dh, int (Cols::*col)(int) const,
+            const Cols& c) {
   for (int h = 0; h < heads; h++)
-    for (int t = 0; t < Tn; t++) std::copy_n(P + long(t) * ld + (c.*col)(h), dh, dst + (long(h) * Tn + t) * dh);
+    for (int t = 0; t < Tn; t++)
+      std::copy_n(P + long(t) * ld + (c.*col)(h), dh, dst + (long(h) * Tn + t) * dh);
 }
 template <class T>
-void scatter(T* dP, const T* src, int Tn, int ld, int heads, int dh, int (Cols::*col)(int) const, const Cols& c) {
+void scatter(T* dP, const T* src, int Tn, int ld, int heads, int dh, int (Cols::*col)(int) const,
+             const Cols& c) {
   for (int h = 0; h < heads; h++)
     for (int t = 0; t < Tn; t++) {
       const T* s = src + (long(h) * Tn + t) * dh;
@@ -378,14 +418,17 @@ T* opt(T* P, int64_t off) {
 }  // namespace
 
 template <class T>
-const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std::vector<int>& ids, LmActs<T>& a) {
+const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std::vector<int>& ids,
+                                       LmActs<T>& a) {
   const Arch& A = L.arch;
   const int Tn = int(ids.size()), d = A.d, V = A.vocab_size, H = A.H, K = A.n_kv, dh = A.dh, qd = A.q_dim(),
             kvd = A.kv_dim(), ff = A.d_ff, total = qd + 2 * kvd;
   if (Tn < 1 || Tn > A.n_ctx)
-    usage_error("train: a sequence of " + std::to_string(Tn) + " tokens; the model's context is " + std::to_string(A.n_ctx));
+    usage_error("train: a sequence of " + std::to_string(Tn) + " tokens; the model's context is " +
+                std::to_string(A.n_ctx));
   for (int id : ids)
-    if (id < 0 || id >= V) usage_error("train: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id < 0 || id >= V)
+      usage_error("train: token id " + std::to_string(id) + " is outside the vocabulary");
   a.T = Tn;
   a.ids = ids;
   a.layers.resize(size_t(A.n_layer));
@@ -411,8 +454,8 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
     auto& c = a.layers[size_t(l)];
     c.x_in.assign(x.begin(), x.end());
     grow(c.u1, Td), grow(c.mean1, size_t(Tn)), grow(c.rstd1, size_t(Tn));
-    lm_ops::norm_forward(c.u1.data(), c.mean1.data(), c.rstd1.data(), x.data(), P + w.ln1_w, opt(P, w.ln1_b), A.norm, Tn,
-                         d, A.norm_eps);
+    lm_ops::norm_forward(c.u1.data(), c.mean1.data(), c.rstd1.data(), x.data(), P + w.ln1_w, opt(P, w.ln1_b),
+                         A.norm, Tn, d, A.norm_eps);
     // P = the model's own Q/K/V maps of u
     grow(c.P, size_t(Tn) * total);
     if (A.qkv_layout == QkvLayout::Separate) {
@@ -433,20 +476,21 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
     grow(c.A, size_t(H) * Tn * Tn);
     if (A.attn_softcap > 0) grow(c.Sc, size_t(H) * Tn * Tn);
     std::vector<T> z(size_t(H) * Tn * dh);
-    lm_ops::attention_forward(z.data(), c.A.data(), A.attn_softcap > 0 ? c.Sc.data() : static_cast<T*>(nullptr),
-                              c.q.data(), c.k.data(), c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap,
-                              A.window_of(l));
+    lm_ops::attention_forward(
+        z.data(), c.A.data(), A.attn_softcap > 0 ? c.Sc.data() : static_cast<T*>(nullptr), c.q.data(),
+        c.k.data(), c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap, A.window_of(l));
     // z [H, T, dh] -> zm [T, H·dh]
     grow(c.zm, size_t(Tn) * qd);
     for (int h = 0; h < H; h++)
-      for (int t = 0; t < Tn; t++) std::copy_n(z.data() + (size_t(h) * Tn + t) * dh, dh, c.zm.data() + size_t(t) * qd + h * dh);
+      for (int t = 0; t < Tn; t++)
+        std::copy_n(z.data() + (size_t(h) * Tn + t) * dh, dh, c.zm.data() + size_t(t) * qd + h * dh);
     std::vector<T> att(Td);
     grow(c.ao, Td);
     lin_forward(c.ao.data(), d, c.zm.data(), Tn, qd, d, P + w.wo, opt(P, w.bo), io);
     if (A.post_norms) {
       grow(c.rstd_pa, size_t(Tn));
-      lm_ops::norm_forward(att.data(), static_cast<T*>(nullptr), c.rstd_pa.data(), c.ao.data(), P + w.post_attn_w,
-                           static_cast<const T*>(nullptr), A.norm, Tn, d, A.norm_eps);
+      lm_ops::norm_forward(att.data(), static_cast<T*>(nullptr), c.rstd_pa.data(), c.ao.data(),
+                           P + w.post_attn_w, static_cast<const T*>(nullptr), A.norm, Tn, d, A.norm_eps);
     } else {
       std::copy_n(c.ao.data(), Td, att.data());
     }
@@ -459,8 +503,8 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
       for (size_t i = 0; i < Td; i++) x[i] += att[i];
     c.x_mid.assign(x.begin(), x.end());  // parallel: still the block's input
     grow(c.u2, Td), grow(c.mean2, size_t(Tn)), grow(c.rstd2, size_t(Tn));
-    lm_ops::norm_forward(c.u2.data(), c.mean2.data(), c.rstd2.data(), c.x_mid.data(), P + w.ln2_w, opt(P, w.ln2_b),
-                         A.norm, Tn, d, A.norm_eps);
+    lm_ops::norm_forward(c.u2.data(), c.mean2.data(), c.rstd2.data(), c.x_mid.data(), P + w.ln2_w,
+                         opt(P, w.ln2_b), A.norm, Tn, d, A.norm_eps);
     const size_t n = size_t(Tn) * ff;
     const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
     grow(c.g, n), grow(c.h, n);
@@ -468,7 +512,8 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
       grow(c.up, n);
       if (A.gate_up_fused) {
         std::vector<T> gu(2 * n);
-        lin_forward(gu.data(), 2 * ff, c.u2.data(), Tn, d, 2 * ff, P + w.w_gate_up, static_cast<const T*>(nullptr), io);
+        lin_forward(gu.data(), 2 * ff, c.u2.data(), Tn, d, 2 * ff, P + w.w_gate_up,
+                    static_cast<const T*>(nullptr), io);
         for (int t = 0; t < Tn; t++) {
           std::copy_n(gu.data() + size_t(t) * 2 * ff, ff, c.g.data() + size_t(t) * ff);
           std::copy_n(gu.data() + size_t(t) * 2 * ff + ff, ff, c.up.data() + size_t(t) * ff);
@@ -487,8 +532,8 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
     std::vector<T> m(Td);
     if (A.post_norms) {
       grow(c.rstd_pm, size_t(Tn));
-      lm_ops::norm_forward(m.data(), static_cast<T*>(nullptr), c.rstd_pm.data(), c.mo.data(), P + w.post_mlp_w,
-                           static_cast<const T*>(nullptr), A.norm, Tn, d, A.norm_eps);
+      lm_ops::norm_forward(m.data(), static_cast<T*>(nullptr), c.rstd_pm.data(), c.mo.data(),
+                           P + w.post_mlp_w, static_cast<const T*>(nullptr), A.norm, Tn, d, A.norm_eps);
     } else {
       std::copy_n(c.mo.data(), Td, m.data());
     }
@@ -499,8 +544,8 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
   // logits = norm_f(x) · Wᵀ (soft-capped)
   a.xf = x;
   grow(a.uf, Td), grow(a.meanf, size_t(Tn)), grow(a.rstdf, size_t(Tn));
-  lm_ops::norm_forward(a.uf.data(), a.meanf.data(), a.rstdf.data(), x.data(), P + L.lnf_w, opt(P, L.lnf_b), A.norm, Tn,
-                       d, A.norm_eps);
+  lm_ops::norm_forward(a.uf.data(), a.meanf.data(), a.rstdf.data(), x.data(), P + L.lnf_w, opt(P, L.lnf_b),
+                       A.norm, Tn, d, A.norm_eps);
   a.raw.resize(size_t(Tn) * V);
   const int64_t W = L.lm_head >= 0 ? L.lm_head : L.wte;
   lin_forward(a.raw.data(), V, a.uf.data(), Tn, d, V, P + W, static_cast<const T*>(nullptr), false);
@@ -532,10 +577,11 @@ double lm_cross_entropy(const std::vector<T>& logits, const std::vector<int>& ta
 template <class T>
 double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& targets, LmActs<T>& a, T* G) {
   const Arch& A = L.arch;
-  const int Tn = a.T, d = A.d, V = A.vocab_size, H = A.H, K = A.n_kv, dh = A.dh, qd = A.q_dim(), kvd = A.kv_dim(),
-            ff = A.d_ff, total = qd + 2 * kvd;
+  const int Tn = a.T, d = A.d, V = A.vocab_size, H = A.H, K = A.n_kv, dh = A.dh, qd = A.q_dim(),
+            kvd = A.kv_dim(), ff = A.d_ff, total = qd + 2 * kvd;
   if (int(targets.size()) != Tn)
-    usage_error("backward: " + std::to_string(targets.size()) + " targets for " + std::to_string(Tn) + " positions");
+    usage_error("backward: " + std::to_string(targets.size()) + " targets for " + std::to_string(Tn) +
+                " positions");
   int n = 0;
   for (int t : targets) {
     if (t >= V) usage_error("backward: target id " + std::to_string(t) + " is outside the vocabulary");
@@ -571,9 +617,10 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
   // raw = uf · Wᵀ
   const int64_t W = L.lm_head >= 0 ? L.lm_head : L.wte;
   std::vector<T> duf(Td, T(0)), dx(Td, T(0));
-  lin_backward(duf.data(), G + W, static_cast<T*>(nullptr), dl.data(), V, a.uf.data(), P + W, Tn, d, V, false);
-  lm_ops::norm_backward(dx.data(), G + L.lnf_w, opt(G, L.lnf_b), duf.data(), a.xf.data(), P + L.lnf_w, a.meanf.data(),
-                        a.rstdf.data(), A.norm, Tn, d);
+  lin_backward(duf.data(), G + W, static_cast<T*>(nullptr), dl.data(), V, a.uf.data(), P + W, Tn, d, V,
+               false);
+  lm_ops::norm_backward(dx.data(), G + L.lnf_w, opt(G, L.lnf_b), duf.data(), a.xf.data(), P + L.lnf_w,
+                        a.meanf.data(), a.rstdf.data(), A.norm, Tn, d);
   std::vector<T> datt(Td), tmp(Td);
   for (int l = A.n_layer - 1; l >= 0; l--) {
     const LmLayout::Block& w = L.blocks[size_t(l)];
@@ -585,18 +632,21 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
       std::vector<T> dmo(Td, T(0));
       if (A.post_norms) {
         lm_ops::norm_backward(dmo.data(), G + w.post_mlp_w, static_cast<T*>(nullptr), dx.data(), c.mo.data(),
-                              P + w.post_mlp_w, static_cast<const T*>(nullptr), c.rstd_pm.data(), A.norm, Tn, d);
+                              P + w.post_mlp_w, static_cast<const T*>(nullptr), c.rstd_pm.data(), A.norm, Tn,
+                              d);
       } else {
         std::copy(dx.begin(), dx.end(), dmo.begin());
       }
       const size_t nn = size_t(Tn) * ff;
       std::vector<T> dhh(nn, T(0)), dg(nn, T(0)), dup;
-      lin_backward(dhh.data(), G + w.w_down, opt(G, w.b_down), dmo.data(), d, c.h.data(), P + w.w_down, Tn, ff, d, io);
+      lin_backward(dhh.data(), G + w.w_down, opt(G, w.b_down), dmo.data(), d, c.h.data(), P + w.w_down, Tn,
+                   ff, d, io);
       std::vector<T> du2(Td, T(0));
       const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
       if (gated) {
         dup.assign(nn, T(0));
-        lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp, int64_t(nn));
+        lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp,
+                                 int64_t(nn));
         if (A.gate_up_fused) {
           std::vector<T> dgu(2 * nn), gu(2 * nn);
           for (int t = 0; t < Tn; t++) {
@@ -606,26 +656,31 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
           lin_backward(du2.data(), G + w.w_gate_up, static_cast<T*>(nullptr), dgu.data(), 2 * ff, c.u2.data(),
                        P + w.w_gate_up, Tn, d, 2 * ff, io);
         } else {
-          lin_backward(du2.data(), G + w.w_gate, opt(G, w.b_gate), dg.data(), ff, c.u2.data(), P + w.w_gate, Tn, d, ff, io);
-          lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dup.data(), ff, c.u2.data(), P + w.w_up, Tn, d, ff, io);
+          lin_backward(du2.data(), G + w.w_gate, opt(G, w.b_gate), dg.data(), ff, c.u2.data(), P + w.w_gate,
+                       Tn, d, ff, io);
+          lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dup.data(), ff, c.u2.data(), P + w.w_up, Tn, d,
+                       ff, io);
         }
       } else {
-        lm_ops::mlp_act_backward(dg.data(), static_cast<T*>(nullptr), dhh.data(), c.g.data(), static_cast<const T*>(nullptr),
-                                 A.mlp, int64_t(nn));
-        lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dg.data(), ff, c.u2.data(), P + w.w_up, Tn, d, ff, io);
+        lm_ops::mlp_act_backward(dg.data(), static_cast<T*>(nullptr), dhh.data(), c.g.data(),
+                                 static_cast<const T*>(nullptr), A.mlp, int64_t(nn));
+        lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dg.data(), ff, c.u2.data(), P + w.w_up, Tn, d,
+                     ff, io);
       }
       // u2 = norm2(x_mid): sequential x_mid = x_in + att, so dx_mid flows to both; parallel x_mid = x_in
       std::fill(tmp.begin(), tmp.end(), T(0));
       lm_ops::norm_backward(tmp.data(), G + w.ln2_w, opt(G, w.ln2_b), du2.data(), c.x_mid.data(), P + w.ln2_w,
                             c.mean2.data(), c.rstd2.data(), A.norm, Tn, d);
-      for (size_t i = 0; i < Td; i++) dx[i] += tmp[i];  // dx is now ∂L/∂x_mid (sequential) or part of ∂L/∂x_in
+      for (size_t i = 0; i < Td; i++)
+        dx[i] += tmp[i];  // dx is now ∂L/∂x_mid (sequential) or part of ∂L/∂x_in
       if (!A.parallel_residual) std::copy(dx.begin(), dx.end(), datt.begin());
     }
     // att = post_norm(ao); ao = zm · W_O (+ b_O)
     std::vector<T> dao(Td, T(0));
     if (A.post_norms) {
       lm_ops::norm_backward(dao.data(), G + w.post_attn_w, static_cast<T*>(nullptr), datt.data(), c.ao.data(),
-                            P + w.post_attn_w, static_cast<const T*>(nullptr), c.rstd_pa.data(), A.norm, Tn, d);
+                            P + w.post_attn_w, static_cast<const T*>(nullptr), c.rstd_pa.data(), A.norm, Tn,
+                            d);
     } else {
       std::copy(datt.begin(), datt.end(), dao.begin());
     }
@@ -634,10 +689,11 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
     std::vector<T> dz(size_t(H) * Tn * dh), dq(size_t(H) * Tn * dh, T(0)), dk(size_t(K) * Tn * dh, T(0)),
         dv(size_t(K) * Tn * dh, T(0));
     for (int h = 0; h < H; h++)
-      for (int t = 0; t < Tn; t++) std::copy_n(dzm.data() + size_t(t) * qd + h * dh, dh, dz.data() + (size_t(h) * Tn + t) * dh);
+      for (int t = 0; t < Tn; t++)
+        std::copy_n(dzm.data() + size_t(t) * qd + h * dh, dh, dz.data() + (size_t(h) * Tn + t) * dh);
     lm_ops::attention_backward(dq.data(), dk.data(), dv.data(), dz.data(), c.A.data(),
-                               A.attn_softcap > 0 ? c.Sc.data() : static_cast<const T*>(nullptr), c.q.data(), c.k.data(),
-                               c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap);
+                               A.attn_softcap > 0 ? c.Sc.data() : static_cast<const T*>(nullptr), c.q.data(),
+                               c.k.data(), c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap);
     if (A.rotary()) {
       lm_ops::rope_backward(dq.data(), H, rope);
       lm_ops::rope_backward(dk.data(), K, rope);
@@ -648,11 +704,15 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
     scatter(dP.data(), dv.data(), Tn, total, K, dh, &Cols::v, cols);
     std::vector<T> du1(Td, T(0));
     if (A.qkv_layout == QkvLayout::Separate) {
-      lin_backward(du1.data(), G + w.wq, opt(G, w.bq), dP.data(), total, c.u1.data(), P + w.wq, Tn, d, qd, io);
-      lin_backward(du1.data(), G + w.wk, opt(G, w.bk), dP.data() + qd, total, c.u1.data(), P + w.wk, Tn, d, kvd, io);
-      lin_backward(du1.data(), G + w.wv, opt(G, w.bv), dP.data() + qd + kvd, total, c.u1.data(), P + w.wv, Tn, d, kvd, io);
+      lin_backward(du1.data(), G + w.wq, opt(G, w.bq), dP.data(), total, c.u1.data(), P + w.wq, Tn, d, qd,
+                   io);
+      lin_backward(du1.data(), G + w.wk, opt(G, w.bk), dP.data() + qd, total, c.u1.data(), P + w.wk, Tn, d,
+                   kvd, io);
+      lin_backward(du1.data(), G + w.wv, opt(G, w.bv), dP.data() + qd + kvd, total, c.u1.data(), P + w.wv, Tn,
+                   d, kvd, io);
     } else {
-      lin_backward(du1.data(), G + w.wqkv, opt(G, w.bqkv), dP.data(), total, c.u1.data(), P + w.wqkv, Tn, d, total, io);
+      lin_backward(du1.data(), G + w.wqkv, opt(G, w.bqkv), dP.data(), total, c.u1.data(), P + w.wqkv, Tn, d,
+                   total, io);
     }
     // u1 = norm1(x_in); x_in also flows straight through the residual. Sequential: dx (= ∂L/∂x_mid) is
     // already ∂L/∂x_in's residual part; parallel: dx holds ∂L/∂out + the MLP branch's part.
@@ -670,14 +730,15 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
   return loss;
 }
 
-template const std::vector<float>& lm_train_forward<float>(const LmLayout&, const float*, const std::vector<int>&,
-                                                           LmActs<float>&);
-template const std::vector<double>& lm_train_forward<double>(const LmLayout&, const double*, const std::vector<int>&,
-                                                             LmActs<double>&);
+template const std::vector<float>& lm_train_forward<float>(const LmLayout&, const float*,
+                                                           const std::vector<int>&, LmActs<float>&);
+template const std::vector<double>& lm_train_forward<double>(const LmLayout&, const double*,
+                                                             const std::vector<int>&, LmActs<double>&);
 template double lm_cross_entropy<float>(const std::vector<float>&, const std::vector<int>&, int);
 template double lm_cross_entropy<double>(const std::vector<double>&, const std::vector<int>&, int);
-template double lm_train_backward<float>(const LmLayout&, const float*, const std::vector<int>&, LmActs<float>&, float*);
-template double lm_train_backward<double>(const LmLayout&, const double*, const std::vector<int>&, LmActs<double>&,
-                                          double*);
+template double lm_train_backward<float>(const LmLayout&, const float*, const std::vector<int>&,
+                                         LmActs<float>&, float*);
+template double lm_train_backward<double>(const LmLayout&, const double*, const std::vector<int>&,
+                                          LmActs<double>&, double*);
 
 }  // namespace qkv

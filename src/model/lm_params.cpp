@@ -88,14 +88,28 @@ Model lm_view(const LmParams& p) {
     }
     BlockWeights& b = m.blocks[size_t(s.layer)];
     static const std::map<std::string, Weight BlockWeights::*> roles = {
-        {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b}, {"ln2_w", &BlockWeights::ln2_w},
-        {"ln2_b", &BlockWeights::ln2_b}, {"post_attn_w", &BlockWeights::post_attn_w},
-        {"post_mlp_w", &BlockWeights::post_mlp_w}, {"wq", &BlockWeights::wq}, {"wk", &BlockWeights::wk},
-        {"wv", &BlockWeights::wv}, {"bq", &BlockWeights::bq}, {"bk", &BlockWeights::bk}, {"bv", &BlockWeights::bv},
-        {"wqkv", &BlockWeights::wqkv}, {"bqkv", &BlockWeights::bqkv}, {"wo", &BlockWeights::wo},
-        {"bo", &BlockWeights::bo}, {"w_up", &BlockWeights::w_up}, {"b_up", &BlockWeights::b_up},
-        {"w_gate", &BlockWeights::w_gate}, {"b_gate", &BlockWeights::b_gate},
-        {"w_gate_up", &BlockWeights::w_gate_up}, {"w_down", &BlockWeights::w_down},
+        {"ln1_w", &BlockWeights::ln1_w},
+        {"ln1_b", &BlockWeights::ln1_b},
+        {"ln2_w", &BlockWeights::ln2_w},
+        {"ln2_b", &BlockWeights::ln2_b},
+        {"post_attn_w", &BlockWeights::post_attn_w},
+        {"post_mlp_w", &BlockWeights::post_mlp_w},
+        {"wq", &BlockWeights::wq},
+        {"wk", &BlockWeights::wk},
+        {"wv", &BlockWeights::wv},
+        {"bq", &BlockWeights::bq},
+        {"bk", &BlockWeights::bk},
+        {"bv", &BlockWeights::bv},
+        {"wqkv", &BlockWeights::wqkv},
+        {"bqkv", &BlockWeights::bqkv},
+        {"wo", &BlockWeights::wo},
+        {"bo", &BlockWeights::bo},
+        {"w_up", &BlockWeights::w_up},
+        {"b_up", &BlockWeights::b_up},
+        {"w_gate", &BlockWeights::w_gate},
+        {"b_gate", &BlockWeights::b_gate},
+        {"w_gate_up", &BlockWeights::w_gate_up},
+        {"w_down", &BlockWeights::w_down},
         {"b_down", &BlockWeights::b_down}};
     b.*(roles.at(s.role)) = w;
   }

@@ -14,13 +14,15 @@ nlohmann::json induction_family_config(const std::string& type, const LmInductio
   nlohmann::json j = default_config(type, "tiny");
   const int V = 256, d = 128, L = 2, H = 4, ctx = 128;
   if (type == "gpt2") {
-    j["vocab_size"] = V, j["n_embd"] = d, j["n_layer"] = L, j["n_head"] = H, j["n_positions"] = ctx, j["n_ctx"] = ctx;
+    j["vocab_size"] = V, j["n_embd"] = d, j["n_layer"] = L, j["n_head"] = H, j["n_positions"] = ctx,
+    j["n_ctx"] = ctx;
     return j;
   }
   j["vocab_size"] = V, j["hidden_size"] = d, j["max_position_embeddings"] = ctx;
   if (type == "gpt_neo") {
     j["num_layers"] = L, j["num_heads"] = H, j["intermediate_size"] = r.d_ff;
-    j["attention_types"] = nlohmann::json::array({nlohmann::json::array({nlohmann::json::array({"global"}), L})});
+    j["attention_types"] =
+        nlohmann::json::array({nlohmann::json::array({nlohmann::json::array({"global"}), L})});
     return j;
   }
   j["num_hidden_layers"] = L, j["num_attention_heads"] = H, j["intermediate_size"] = r.d_ff;
@@ -33,7 +35,8 @@ nlohmann::json induction_family_config(const std::string& type, const LmInductio
   j.erase("eos_token_id");
   if (j.contains("head_dim")) j["head_dim"] = d / H;
   if (type != "phi3") j["num_key_value_heads"] = 2;  // grouped-query: 2 key/value heads for 4 query heads
-  if (j.contains("sliding_window")) j["sliding_window"] = nullptr;  // every position visible, as in the first model
+  if (j.contains("sliding_window"))
+    j["sliding_window"] = nullptr;  // every position visible, as in the first model
   if (type == "gemma2") j["query_pre_attn_scalar"] = d / H;
   return j;
 }
@@ -56,7 +59,8 @@ void shared_embedding_init(LmParams& p, double ratio, uint64_t seed) {
 
 InContextLoss lm_in_context_loss(const LmParams& p, int n, int sequences, uint64_t seed) {
   const Arch& a = p.arch();
-  if (n < 2 || 2 * n > a.n_ctx) usage_error("in-context loss: need 2 <= n and 2n <= the context (" + std::to_string(a.n_ctx) + ")");
+  if (n < 2 || 2 * n > a.n_ctx)
+    usage_error("in-context loss: need 2 <= n and 2n <= the context (" + std::to_string(a.n_ctx) + ")");
   const auto seqs = analysis::repeated_random_tokens(a.vocab_size, n, sequences, seed);
   InContextLoss r;
   LmActs<float> acts;
@@ -73,7 +77,8 @@ InContextLoss lm_in_context_loss(const LmParams& p, int n, int sequences, uint64
   return r;
 }
 
-std::vector<analysis::HeadScores> lm_scan_heads(const LmParams& p, const std::vector<std::vector<int>>& repeated, int n) {
+std::vector<analysis::HeadScores> lm_scan_heads(const LmParams& p,
+                                                const std::vector<std::vector<int>>& repeated, int n) {
   const Arch& a = p.arch();
   const int L = a.n_layer, H = a.H;
   std::vector<analysis::HeadScores> heads(size_t(L) * H);
@@ -84,7 +89,9 @@ std::vector<analysis::HeadScores> lm_scan_heads(const LmParams& p, const std::ve
   LmActs<float> acts;
   for (const auto& seq : repeated) {
     const int T = int(seq.size());
-    if (T != 2 * n) usage_error("lm_scan_heads: a repeated sequence has " + std::to_string(T) + " tokens, expected " + std::to_string(2 * n));
+    if (T != 2 * n)
+      usage_error("lm_scan_heads: a repeated sequence has " + std::to_string(T) + " tokens, expected " +
+                  std::to_string(2 * n));
     lm_train_forward(p.layout, p.params.data(), seq, acts);
     const auto prev = analysis::previous_token_target(T), ind = analysis::induction_target(seq),
                dup = analysis::duplicate_token_target(seq);
@@ -147,7 +154,8 @@ std::vector<TrainRecord> train_lm(LmParams& p, const DataSource& data, const Tra
     for (int i = 0; i < s.batch; i++) {
       const int t = omp_get_thread_num();
       lm_train_forward(L, p.params.data(), batch[size_t(i)].ids, acts[size_t(t)]);
-      losses[size_t(i)] = lm_train_backward(L, p.params.data(), batch[size_t(i)].targets, acts[size_t(t)], grads[size_t(t)].data());
+      losses[size_t(i)] = lm_train_backward(L, p.params.data(), batch[size_t(i)].targets, acts[size_t(t)],
+                                            grads[size_t(t)].data());
     }
     // Sum per-thread gradients in thread order, and average over the batch.
     std::vector<float>& g = grads[0];
@@ -157,7 +165,8 @@ std::vector<TrainRecord> train_lm(LmParams& p, const DataSource& data, const Tra
     double loss = 0;
     for (double l : losses) loss += l;
     loss /= s.batch;
-    if (!std::isfinite(loss)) data_error("training diverged at step " + std::to_string(step) + " (loss is not finite)");
+    if (!std::isfinite(loss))
+      data_error("training diverged at step " + std::to_string(step) + " (loss is not finite)");
     TrainRecord r;
     r.step = step + 1;
     r.loss = loss;

@@ -3,10 +3,9 @@
 // model's cross-entropy for a tiny model of every family. And the training forward against run() on
 // the same weights.
 #include <gtest/gtest.h>
-
-#include <cmath>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -34,12 +33,13 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // |analytic − numeric| <= 1e-7 + 1e-6·max|numeric|
-void expect_close(const std::vector<double>& analytic, const std::vector<double>& numeric, const std::string& what) {
+void expect_close(const std::vector<double>& analytic, const std::vector<double>& numeric,
+                  const std::string& what) {
   double scale = 0;
   for (double x : numeric) scale = std::max(scale, std::abs(x));
   const double err = max_abs_diff(analytic, numeric);
-  EXPECT_LE(err, 1e-7 + 1e-6 * scale) << what << ": max |analytic − numeric| " << err << " (largest gradient " << scale
-                                      << ")";
+  EXPECT_LE(err, 1e-7 + 1e-6 * scale)
+      << what << ": max |analytic − numeric| " << err << " (largest gradient " << scale << ")";
   EXPECT_GT(scale, 0.0) << what << ": every gradient is zero, the check cannot fail";
 }
 
@@ -48,17 +48,18 @@ TEST(LmBackward, NormsAgreeWithCentralDifferences) {
   for (NormKind kind : {NormKind::LayerNorm, NormKind::RMSNorm, NormKind::RMSNormPlusOne})
     for (bool bias : {false, true}) {
       if (bias && kind != NormKind::LayerNorm) continue;
-      std::vector<double> x = randn(size_t(N) * d, 1, 1.0, 0.3), w = randn(size_t(d), 2, 0.3, 1.0), b = randn(size_t(d), 3, 0.3),
-                          R = randn(size_t(N) * d, 4);
+      std::vector<double> x = randn(size_t(N) * d, 1, 1.0, 0.3), w = randn(size_t(d), 2, 0.3, 1.0),
+                          b = randn(size_t(d), 3, 0.3), R = randn(size_t(N) * d, 4);
       std::vector<double> y(x.size()), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
       auto loss = [&] {
-        lm_ops::norm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias ? b.data() : nullptr, kind, N, d, 1e-5);
+        lm_ops::norm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                             bias ? b.data() : nullptr, kind, N, d, 1e-5);
         return dot(R, y);
       };
       loss();
       std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
-      lm_ops::norm_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, R.data(), x.data(), w.data(), mean.data(),
-                            rstd.data(), kind, N, d);
+      lm_ops::norm_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, R.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), kind, N, d);
       const std::string what = "norm " + std::to_string(int(kind)) + (bias ? " with bias" : "");
       expect_close(dx, central_difference(loss, x), what + " dx");
       expect_close(dw, central_difference(loss, w), what + " dw");
@@ -82,7 +83,8 @@ TEST(LmBackward, RotaryBothPairingsAndPartialAgreeWithCentralDifferences) {
       std::vector<double> dx = R;
       lm_ops::rope_backward(dx.data(), heads, tab);
       expect_close(dx, central_difference(loss, x),
-                   std::string(pairing == RotaryPairing::Half ? "rotate_half" : "adjacent") + " r=" + std::to_string(r));
+                   std::string(pairing == RotaryPairing::Half ? "rotate_half" : "adjacent") +
+                       " r=" + std::to_string(r));
       // partial: the last dh − r coordinates pass through untouched
       loss();
       for (int i = r; i < dh; i++) EXPECT_EQ(y[size_t(i)], x[size_t(i)]);
@@ -102,16 +104,16 @@ TEST(LmBackward, GroupedQueryAttentionSumsKeyValueGradientsOverTheGroup) {
     std::vector<double> z(R.size()), A(size_t(H) * T * T), Sc(A.size());
     const double scale = 1 / std::sqrt(3.0);
     auto loss = [&] {
-      lm_ops::attention_forward(z.data(), A.data(), Sc.data(), q.data(), k.data(), v.data(), H, c.n_kv, T, dh, scale,
-                                c.softcap, c.window);
+      lm_ops::attention_forward(z.data(), A.data(), Sc.data(), q.data(), k.data(), v.data(), H, c.n_kv, T, dh,
+                                scale, c.softcap, c.window);
       return dot(R, z);
     };
     loss();
     std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
-    lm_ops::attention_backward(dq.data(), dk.data(), dv.data(), R.data(), A.data(), Sc.data(), q.data(), k.data(), v.data(),
-                               H, c.n_kv, T, dh, scale, c.softcap);
-    const std::string what = "attention H=4 n_kv=" + std::to_string(c.n_kv) + " softcap=" + std::to_string(c.softcap) +
-                             " window=" + std::to_string(c.window);
+    lm_ops::attention_backward(dq.data(), dk.data(), dv.data(), R.data(), A.data(), Sc.data(), q.data(),
+                               k.data(), v.data(), H, c.n_kv, T, dh, scale, c.softcap);
+    const std::string what = "attention H=4 n_kv=" + std::to_string(c.n_kv) +
+                             " softcap=" + std::to_string(c.softcap) + " window=" + std::to_string(c.window);
     expect_close(dq, central_difference(loss, q), what + " dq");
     expect_close(dk, central_difference(loss, k), what + " dk");
     expect_close(dv, central_difference(loss, v), what + " dv");
@@ -127,15 +129,18 @@ TEST(LmBackward, MlpActivationsAgreeWithCentralDifferences) {
   const int n = 40;
   for (MlpKind kind : {MlpKind::SwiGLU, MlpKind::GeGLU, MlpKind::GeluTanh, MlpKind::Gelu}) {
     const bool gated = kind == MlpKind::SwiGLU || kind == MlpKind::GeGLU;
-    std::vector<double> g = randn(size_t(n), 11, 2.0), up = randn(size_t(n), 12), R = randn(size_t(n), 13), h(static_cast<size_t>(n));
+    std::vector<double> g = randn(size_t(n), 11, 2.0), up = randn(size_t(n), 12), R = randn(size_t(n), 13),
+                        h(static_cast<size_t>(n));
     auto loss = [&] {
       lm_ops::mlp_act_forward(h.data(), g.data(), gated ? up.data() : nullptr, kind, n);
       return dot(R, h);
     };
     std::vector<double> dg(static_cast<size_t>(n)), dup(static_cast<size_t>(n));
-    lm_ops::mlp_act_backward(dg.data(), gated ? dup.data() : nullptr, R.data(), g.data(), gated ? up.data() : nullptr, kind, n);
+    lm_ops::mlp_act_backward(dg.data(), gated ? dup.data() : nullptr, R.data(), g.data(),
+                             gated ? up.data() : nullptr, kind, n);
     expect_close(dg, central_difference(loss, g), "mlp act " + std::to_string(int(kind)) + " dg");
-    if (gated) expect_close(dup, central_difference(loss, up), "mlp act " + std::to_string(int(kind)) + " dup");
+    if (gated)
+      expect_close(dup, central_difference(loss, up), "mlp act " + std::to_string(int(kind)) + " dup");
   }
 }
 
@@ -156,7 +161,8 @@ nlohmann::json tiny(const std::string& type) {
   if (type == "gpt_neox") j["rotary_pct"] = 0.5;
   if (type == "mistral" || type == "gemma2" || type == "phi3") j["sliding_window"] = 3;
   if (type == "gemma" || type == "gemma2") j["head_dim"] = 6;  // not d / H
-  if (type == "gemma2") j["query_pre_attn_scalar"] = 5, j["attn_logit_softcapping"] = 0.8, j["final_logit_softcapping"] = 0.6;
+  if (type == "gemma2")
+    j["query_pre_attn_scalar"] = 5, j["attn_logit_softcapping"] = 0.8, j["final_logit_softcapping"] = 0.6;
   if (type == "qwen2") j["num_key_value_heads"] = 1;
   return j;
 }
@@ -171,7 +177,8 @@ std::vector<double> random_params(const LmLayout& L, uint64_t seed) {
     const TensorSpec& s = L.table[i];
     int64_t n = 1;
     for (int64_t x : s.shape) n *= x;
-    const bool norm_w = s.role == "ln1_w" || s.role == "ln2_w" || s.role == "lnf_w" || s.role == "post_attn_w" || s.role == "post_mlp_w";
+    const bool norm_w = s.role == "ln1_w" || s.role == "ln2_w" || s.role == "lnf_w" ||
+                        s.role == "post_attn_w" || s.role == "post_mlp_w";
     const double base = norm_w && L.arch.norm != NormKind::RMSNormPlusOne ? 1.0 : 0.0;
     const double sd = s.shape.size() == 2 ? 0.3 : 0.2;
     for (int64_t j = 0; j < n; j++) p[size_t(L.offset[i] + j)] = base + sd * N(rng);

@@ -55,7 +55,8 @@ TEST(BundledLlama, IsAnHfLlamaWithGqaRotaryAndRmsNorm) {
   EXPECT_EQ(a.vocab_size, 256);
   const auto tok = tokenizer_for_model(kDir);
   ASSERT_TRUE(tok.has_value()) << "no tokenizer files beside the model";
-  EXPECT_EQ(tok->encode("ab"), (std::vector<int>{tok->encode("a")[0], tok->encode("b")[0]})) << "a byte vocabulary";
+  EXPECT_EQ(tok->encode("ab"), (std::vector<int>{tok->encode("a")[0], tok->encode("b")[0]}))
+      << "a byte vocabulary";
 }
 
 TEST(BundledLlama, HasAPreviousTokenHeadInLayerZero) {
@@ -67,7 +68,8 @@ TEST(BundledLlama, HasAPreviousTokenHeadInLayerZero) {
 TEST(BundledLlama, HasAnInductionHeadInLayerOne) {
   const auto& h = bundled().best(1, &analysis::HeadScores::induction);
   for (const auto& x : bundled().heads)
-    if (x.layer == 1) std::printf("head 1.%d: induction %.3f (shifted %.3f)\n", x.head, x.induction, x.induction_shifted);
+    if (x.layer == 1)
+      std::printf("head 1.%d: induction %.3f (shifted %.3f)\n", x.head, x.induction, x.induction_shifted);
   EXPECT_GE(h.induction, 0.8) << "best layer-1 head " << h.head;
   EXPECT_LT(h.induction_shifted, 0.1) << "head 1." << h.head << " also attends one token further on";
 }
@@ -84,7 +86,8 @@ TEST(BundledLlama, TheFamilyForwardAndTheTrainingForwardAgreeOnIt) {
   RunState st;
   const std::vector<float> want = run(bundled().model, ids, st);
   LmActs<float> acts;
-  const std::vector<float>& got = lm_train_forward(bundled().params.layout, bundled().params.params.data(), ids, acts);
+  const std::vector<float>& got =
+      lm_train_forward(bundled().params.layout, bundled().params.params.data(), ids, acts);
   ASSERT_EQ(got.size(), want.size());
   double err = 0;
   for (size_t i = 0; i < got.size(); i++) err = std::max(err, double(std::abs(got[i] - want[i])));

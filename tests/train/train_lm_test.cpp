@@ -1,8 +1,8 @@
 // Training a family model (train_lm.hpp): the loop learns, is deterministic for a seed and thread count,
 // the preset's config is the family's own, and the shared-embedding init adds one vector to every row.
-#include <gtest/gtest.h>
-
 #include "qkv/train/train_lm.hpp"
+
+#include <gtest/gtest.h>
 
 namespace qkv {
 namespace {

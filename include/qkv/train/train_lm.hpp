@@ -33,7 +33,8 @@ void shared_embedding_init(LmParams& p, double ratio, uint64_t seed);
 InContextLoss lm_in_context_loss(const LmParams& p, int n, int sequences, uint64_t seed);
 // Per head (layer-major), the head detector's scores on repeated random tokens r r with |r| = n, by
 // head_detector.hpp's definitions (previous_token, induction, induction_shifted, induction_detector).
-std::vector<analysis::HeadScores> lm_scan_heads(const LmParams& p, const std::vector<std::vector<int>>& repeated, int n);
+std::vector<analysis::HeadScores> lm_scan_heads(const LmParams& p,
+                                                const std::vector<std::vector<int>>& repeated, int n);
 HeadWatch lm_watch_heads(const LmParams& p, int n, int sequences, uint64_t seed);
 
 // The loop of train() (train.hpp) over a family model.
