@@ -4,8 +4,9 @@
 #   1. the normal (Release) build: every GoogleTest, CLI and fuzz-replay test;
 #   1b. on that build: `import qkv`'s pytest suite, examples/tour.ipynb executed, and tests/package/ (a
 #       consumer of `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
-#   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh, ~2 min): it must reproduce
-#      models/induction — byte for byte with the same thread count;
+#   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh, ~2 min, and
+#      tests/train/retrain_llama.sh, ~2 min quiet): they must reproduce models/induction and
+#      models/induction-llama — byte for byte with the same thread count;
 #   3. the same suite built with ASan + UBSan (build-asan: -O1 -g, the sanitizers' usual level — about a
 #      third less compile time than -O2 on these 2 cores; no benchmarks);
 #   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14);
@@ -56,6 +57,10 @@ if [ "${QKV_TEST_RETRAIN:-1}" != 0 ]; then
   bash tests/train/retrain_bundled.sh "$build/qkv" "$PWD" || status=1
   t2=$(date +%s)
   echo "qkv test: bundled model retrained and compared $((t2 - t1))s" >&2
+  t1=$t2
+  bash tests/train/retrain_llama.sh "$build/qkv" "$PWD" || status=1
+  t2=$(date +%s)
+  echo "qkv test: bundled Llama-shaped model (models/induction-llama) retrained and compared $((t2 - t1))s" >&2
   t1=$t2
 fi
 

@@ -12,14 +12,20 @@ AdamW::AdamW(const GPT2& model, const TrainSettings& s) : s_(s) {
     if (p.decay) std::fill(decay_.begin() + p.offset, decay_.begin() + p.offset + p.numel, uint8_t{1});
 }
 
+AdamW::AdamW(std::vector<uint8_t> decay, const TrainSettings& s) : s_(s), decay_(std::move(decay)) {
+  m_.assign(decay_.size(), 0.0f);
+  v_.assign(decay_.size(), 0.0f);
+}
+
+void AdamW::step(GPT2& model, const std::vector<float>& g, double lr) { step(model.params.data(), g, lr); }
+
 // θ ← θ − lr · (m̂ / (√v̂ + ε) + λ·θ) for decayed parameters, without the λ·θ term otherwise
 // (Loshchilov & Hutter's decoupled weight decay).
-void AdamW::step(GPT2& model, const std::vector<float>& g, double lr) {
+void AdamW::step(float* p, const std::vector<float>& g, double lr) {
   t_++;
   const double b1 = s_.beta1, b2 = s_.beta2;
   const double c1 = 1.0 - std::pow(b1, double(t_)), c2 = 1.0 - std::pow(b2, double(t_));
-  float* p = model.params.data();
-  const int64_t n = int64_t(model.params.size());
+  const int64_t n = int64_t(m_.size());
   for (int64_t i = 0; i < n; i++) {
     m_[size_t(i)] = float(b1 * m_[size_t(i)] + (1 - b1) * g[size_t(i)]);
     v_[size_t(i)] = float(b2 * v_[size_t(i)] + (1 - b2) * double(g[size_t(i)]) * g[size_t(i)]);

@@ -15,7 +15,9 @@
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/table.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/train/train.hpp"
+#include "qkv/train/train_lm.hpp"
 #include "output_set.hpp"
 #include "train_report.hpp"
 
@@ -26,6 +28,10 @@ namespace {
 
 struct TrainArgs {
   std::string preset, data, config, tokenizer, out, init;
+  std::string arch;  // a family (config.json's model_type); empty or gpt2: the GPT-2 trainer
+  LmInductionRecipe recipe;  // --arch with --preset induction
+  bool steps_given = false;  // --steps on the command line (the --arch preset's default is its own)
+  bool recipe_given = false; // --d-ff, --rope-theta or --shared-embedding on the command line
   int seq_len = 0, eval_n = 0;
   int n_embd = 0, n_head = 0, n_layer = 0;  // preset overrides
   std::string alphabet = "bytes";
@@ -81,18 +87,122 @@ void progress(const TrainRecord& r, int steps) {
 
 std::string settings_json(const TrainArgs& a) {
   const TrainSettings& s = a.s;
-  nlohmann::json j = {{"preset", a.preset},      {"data", a.data},  {"init", a.init},         {"mix", a.preset.empty() ? "" : to_string(parse_induction_mix(a.mix))},
+  nlohmann::json j = {{"preset", a.preset}, {"arch", a.arch.empty() ? "gpt2" : a.arch},      {"data", a.data},  {"init", a.init},         {"mix", a.preset.empty() ? "" : to_string(parse_induction_mix(a.mix))},
                       {"alphabet", a.preset.empty() ? "" : a.alphabet}, {"sinusoidal_init", a.sinusoidal},
                       {"n_embd", a.n_embd}, {"n_head", a.n_head}, {"n_layer", a.n_layer}, {"eval_n", a.eval_n},         {"seq_len", a.seq_len},
                       {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
                       {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
                       {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
                       {"seed", s.seed},          {"threads", s.threads}, {"threads_used", training_threads(s)}};
+  if (!a.arch.empty() && a.arch != "gpt2") j["d_ff"] = a.recipe.d_ff, j["rope_theta"] = a.recipe.rope_theta,
+                                            j["shared_embedding"] = a.recipe.shared_embedding;
   return j.dump();
+}
+
+// --arch NAME (not GPT-2): the same presets and data on a model of that family (lm_train.hpp).
+void run_train_family(TrainArgs a) {
+  nlohmann::json config;
+  Tokenizer tok = Tokenizer::byte_level();
+  DataSource data;
+  if (a.preset == "induction") {
+    config = induction_family_config(a.arch, a.recipe);
+    if (a.n_embd || a.n_head || a.n_layer)
+      usage_error("--n-embd / --n-head / --n-layer apply to the GPT-2 preset; with --arch " + a.arch +
+                  " give --config with the family's own config.json instead");
+    if (!a.seq_len) a.seq_len = 128;
+    if (!a.eval_n) a.eval_n = 50;
+    // The Llama preset's recipe (models/induction-llama/README.md): the circuit forms by step ~800, so
+    // 2000 steps (half the GPT-2 preset's) reach the targets.
+    if (!a.steps_given) a.s.steps = 2000;
+  } else {
+    if (!a.config.empty()) {
+      const io::MappedFile f = io::MappedFile::open(a.config);
+      const char* b = reinterpret_cast<const char*>(f.data());
+      config = nlohmann::json::parse(b, b + f.size(), nullptr, false);
+      if (config.is_discarded()) data_error(a.config + ": not valid JSON");
+    } else {
+      config = default_config(a.arch, "tiny");
+      config["vocab_size"] = 256;  // bytes
+    }
+    if (!a.tokenizer.empty()) tok = Tokenizer::from_dir(a.tokenizer);
+  }
+  const std::string where = a.config.empty() ? "--arch " + a.arch : a.config;
+  const Arch arch = arch_from_config(config, where);
+  if (arch.model_type != a.arch)
+    usage_error(where + ": model_type is \"" + arch.model_type + "\" but --arch is " + a.arch);
+  if (a.preset.empty()) {
+    if (tok.vocab_size() > arch.vocab_size)
+      usage_error("the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens but the config's vocab_size is " +
+                  std::to_string(arch.vocab_size));
+    const io::MappedFile f = io::MappedFile::open(a.data);
+    const std::string text(reinterpret_cast<const char*>(f.data()), f.size());
+    if (!a.seq_len) a.seq_len = std::min(128, arch.n_ctx);
+    data = text_data(tok.encode(text), a.seq_len);
+    if (!a.eval_n && 2 * 20 <= arch.n_ctx) a.eval_n = 20;
+  } else if (a.alphabet == "bytes") {
+    data = induction_data(arch.vocab_size, a.seq_len, parse_induction_mix(a.mix));
+  } else {
+    std::vector<int> printable;
+    for (int c = 0; c < 128; c++)
+      if (std::isalnum(c) || c == ' ' || c == '.') printable.push_back(c);
+    data = induction_data(printable, a.seq_len, parse_induction_mix(a.mix));
+  }
+  if (a.seq_len > arch.n_ctx)
+    usage_error("--seq-len " + std::to_string(a.seq_len) + " exceeds the model's context " + std::to_string(arch.n_ctx));
+  if (a.eval_n > 0 && 2 * a.eval_n > arch.n_ctx) a.eval_n = 0;
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
+
+  LmParams model = init_lm(config, a.s.seed);
+  if (a.preset == "induction") shared_embedding_init(model, a.recipe.shared_embedding, a.s.seed);
+  if (!a.init.empty()) {
+    const Model start = load_lm(a.init);
+    if (start.arch.model_type != arch.model_type || tensor_table(start.arch).size() != model.layout.table.size())
+      data_error(a.init + ": --init is a " + start.arch.model_type + " model of another shape than the one being trained");
+    for (size_t i = 0; i < model.layout.table.size(); i++)
+      if (start.table[i].shape != model.layout.table[i].shape)
+        data_error(a.init + ": tensor " + start.table[i].name + " differs in shape from the model being trained");
+    model = lm_params_from(start, config);
+  }
+  std::cerr << "training a " << arch.model_type << " model of " << model.layout.size << " parameters (" << arch.n_layer
+            << " layers × " << arch.H << " query heads of " << arch.dh << ", " << arch.n_kv << " key/value heads"
+            << (arch.attn_only() ? ", attention-only" : "") << ") for " << a.s.steps << " steps of " << a.s.batch << " × "
+            << a.seq_len << " tokens\n";
+  const auto history = train_lm(model, data, a.s, a.eval_n, [&](const TrainRecord& r) { progress(r, a.s.steps); });
+
+  const fs::path out(a.out);
+  OutputSet files;
+  nlohmann::json cj = config;
+  cj["torch_dtype"] = "float32";
+  io::write_file_atomic(files.add((out / "config.json").string()), cj.dump(2) + "\n");
+  files.add((out / "vocab.json").string());
+  files.add((out / "merges.txt").string());
+  tok.write_files(a.out);
+  save_lm(model, files.add((out / "model.safetensors").string()),
+          {{"qkv_train", settings_json(a)}, {"qkv_final_loss", std::to_string(history.back().loss)}});
+  write_train_csv(files.add((out / "train.csv").string()), history);
+  write_train_svg(files.add((out / "loss.svg").string()), history, a.eval_n);
+  files.commit();
+  const TrainRecord& last = history.back();
+  std::cout << "wrote " << a.out << "/ (model.safetensors, config.json, vocab.json, merges.txt, train.csv, loss.svg)\n"
+            << "final loss " << report::fmt(last.loss, 3) << " after " << last.step << " steps in "
+            << hms(last.seconds) << "\n";
+  if (last.evaluated)
+    std::cout << "in-context loss on " << a.eval_n << "-token random sequences repeated twice: first half "
+              << report::fmt(last.eval.first_half, 3) << ", repeated half " << report::fmt(last.eval.repeated_half, 3)
+              << " nats; previous-token head 0." << last.heads.previous_token_head << " "
+              << report::fmt(last.heads.previous_token, 3) << ", induction head " << last.heads.induction_layer << "."
+              << last.heads.induction_head << " " << report::fmt(last.heads.induction, 3) << "\n";
 }
 
 void run_train(TrainArgs a) {
   if (a.preset.empty() == a.data.empty()) usage_error("train: give either --preset induction or --data FILE");
+  const bool family = !a.arch.empty() && a.arch != "gpt2";
+  if (a.recipe_given && !(family && a.preset == "induction"))
+    usage_error("--d-ff, --rope-theta and --shared-embedding shape the induction preset of a family: give them with "
+                "--preset induction and --arch NAME (not gpt2)");
+  if (family) return run_train_family(std::move(a));
   GPT2Config config;
   Tokenizer tok = Tokenizer::byte_level();
   DataSource data;
@@ -189,6 +299,16 @@ void register_train(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "induction: 2-layer attention-only, bytes, recurring random segments")
       ->check(CLI::IsMember({"induction"}));
   cmd->add_option("--data", a->data, "train on this text file instead (needs --config)");
+  cmd->add_option("--arch", a->arch,
+                  "the family to train (config.json's model_type: llama, mistral, qwen2, gemma, gemma2, gpt_neox, "
+                  "phi3, gpt_neo; default gpt2)");
+  cmd->add_option("--d-ff", a->recipe.d_ff, "--arch with --preset induction: the MLP's width")->check(CLI::Range(1, 65536));
+  cmd->add_option("--rope-theta", a->recipe.rope_theta, "--arch with --preset induction: rotary θ")
+      ->check(CLI::Range(2.0, 1e9));
+  cmd->add_option("--shared-embedding", a->recipe.shared_embedding,
+                  "--arch with --preset induction: start every token embedding with one shared random vector, this "
+                  "many times their RMS (a rotary model's position-only attention needs it)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--config", a->config, "config.json giving the model's shape (with --data)");
   cmd->add_option("--tokenizer", a->tokenizer, "directory with vocab.json + merges.txt (default: bytes)");
   cmd->add_option("--out", a->out, "output directory")->required();
@@ -202,7 +322,7 @@ void register_train(CLI::App& app) {
                   "induction preset: the data's kinds and weights, from probe, copies, skip, periodic, recall "
                   "(default skip=1,recall=2,probe=2; see include/qkv/train/train.hpp)");
   cmd->add_option("--sinusoidal-init", a->sinusoidal, "start position embeddings as sinusoids (true/false)");
-  cmd->add_option("--steps", a->s.steps, "optimiser steps")->check(CLI::Range(1, 10000000));
+  cmd->add_option("--steps", a->s.steps, "optimiser steps (default 4000; 2000 with --arch and --preset induction)")->check(CLI::Range(1, 10000000));
   cmd->add_option("--batch", a->s.batch, "sequences per step")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::Range(8, 1 << 16));
   cmd->add_option("--lr", a->s.lr, "peak learning rate")->check(CLI::Range(1e-8, 10.0));
@@ -214,7 +334,11 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-every", a->s.eval_every, "steps between in-context loss evaluations")
       ->check(CLI::Range(1, 10000000));
-  cmd->callback([a] { run_train(*a); });
+  cmd->callback([a, cmd] {
+    a->steps_given = cmd->count("--steps") > 0;
+    a->recipe_given = cmd->count("--d-ff") + cmd->count("--rope-theta") + cmd->count("--shared-embedding") > 0;
+    run_train(*a);
+  });
 }
 
 }  // namespace

@@ -64,7 +64,10 @@ DataSource text_data(std::vector<int> tokens, int seq_len);
 class AdamW {
  public:
   AdamW(const GPT2& model, const TrainSettings& s);
+  // Over any flat buffer of decay.size() parameters (1 = decayed), e.g. a family model's (lm_train.hpp).
+  AdamW(std::vector<uint8_t> decay, const TrainSettings& s);
   void step(GPT2& model, const std::vector<float>& grads, double lr);
+  void step(float* params, const std::vector<float>& grads, double lr);
   int64_t steps_taken() const { return t_; }
 
  private:

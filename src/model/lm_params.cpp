@@ -1,0 +1,139 @@
+// A trainable family model (lm_train.hpp): initialisation, copying from a loaded model, the Model view
+// that run() reads, and saving with the family's tensor names.
+#include <cmath>
+#include <random>
+
+#include "qkv/error.hpp"
+#include "qkv/io/safetensors.hpp"
+#include "qkv/lm_train.hpp"
+
+namespace qkv {
+
+namespace {
+bool is_norm_weight(const std::string& r) {
+  return r == "ln1_w" || r == "ln2_w" || r == "lnf_w" || r == "post_attn_w" || r == "post_mlp_w";
+}
+}  // namespace
+
+float* LmParams::at(const std::string& name) {
+  for (size_t i = 0; i < layout.table.size(); i++)
+    if (layout.table[i].name == name) return params.data() + layout.offset[i];
+  usage_error("no tensor named " + name + " in this " + layout.arch.model_type + " model");
+}
+
+LmParams init_lm(const nlohmann::json& config, uint64_t seed) {
+  LmParams p;
+  const Arch arch = arch_from_config(config, "train config");
+  p.config = config;
+  p.layout = lm_layout(arch);
+  p.params.assign(size_t(p.layout.size), 0.0f);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const float resid = 1.0f / std::sqrt(2.0f * float(arch.n_layer));
+  for (size_t i = 0; i < p.layout.table.size(); i++) {
+    const TensorSpec& s = p.layout.table[i];
+    int64_t n = 1;
+    for (int64_t x : s.shape) n *= x;
+    float* w = p.params.data() + p.layout.offset[i];
+    if (is_norm_weight(s.role)) {
+      std::fill(w, w + n, arch.norm == NormKind::RMSNormPlusOne ? 0.0f : 1.0f);
+    } else if (s.shape.size() == 2) {
+      const float scale = s.role == "wo" || s.role == "w_down" ? resid : 1.0f;
+      for (int64_t j = 0; j < n; j++) w[j] = normal(rng) * scale;
+    }  // biases stay 0
+  }
+  return p;
+}
+
+LmParams lm_params_from(const Model& m, const nlohmann::json& config) {
+  LmParams p;
+  p.config = config;
+  p.layout = lm_layout(m.arch);
+  p.params.assign(size_t(p.layout.size), 0.0f);
+  for (size_t i = 0; i < p.layout.table.size(); i++) {
+    const Weight& w = m.weight(p.layout.table[i].name);
+    w.read(0, w.numel(), p.params.data() + p.layout.offset[i]);
+  }
+  return p;
+}
+
+Model lm_view(const LmParams& p) {
+  Model m;
+  const LmLayout& L = p.layout;
+  m.arch = L.arch;
+  m.source = "trainable parameters in memory";
+  m.table = L.table;
+  m.blocks.resize(size_t(L.arch.n_layer));
+  auto make = [&](size_t i) {
+    const TensorSpec& s = L.table[i];
+    Weight w;
+    w.data = p.params.data() + L.offset[i];
+    w.type = WeightType::F32;
+    w.shape = s.shape;
+    w.name = s.name;
+    w.in_out = L.in_out && s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    return w;
+  };
+  for (size_t i = 0; i < L.table.size(); i++) {
+    const TensorSpec& s = L.table[i];
+    m.index[s.name] = i;
+    Weight w = make(i);
+    if (s.layer < 0) {
+      if (s.role == "wte") m.wte = w;
+      if (s.role == "wpe") m.wpe = w;
+      if (s.role == "lnf_w") m.lnf_w = w;
+      if (s.role == "lnf_b") m.lnf_b = w;
+      if (s.role == "lm_head") m.lm_head = w;
+      continue;
+    }
+    BlockWeights& b = m.blocks[size_t(s.layer)];
+    static const std::map<std::string, Weight BlockWeights::*> roles = {
+        {"ln1_w", &BlockWeights::ln1_w},
+        {"ln1_b", &BlockWeights::ln1_b},
+        {"ln2_w", &BlockWeights::ln2_w},
+        {"ln2_b", &BlockWeights::ln2_b},
+        {"post_attn_w", &BlockWeights::post_attn_w},
+        {"post_mlp_w", &BlockWeights::post_mlp_w},
+        {"wq", &BlockWeights::wq},
+        {"wk", &BlockWeights::wk},
+        {"wv", &BlockWeights::wv},
+        {"bq", &BlockWeights::bq},
+        {"bk", &BlockWeights::bk},
+        {"bv", &BlockWeights::bv},
+        {"wqkv", &BlockWeights::wqkv},
+        {"bqkv", &BlockWeights::bqkv},
+        {"wo", &BlockWeights::wo},
+        {"bo", &BlockWeights::bo},
+        {"w_up", &BlockWeights::w_up},
+        {"b_up", &BlockWeights::b_up},
+        {"w_gate", &BlockWeights::w_gate},
+        {"b_gate", &BlockWeights::b_gate},
+        {"w_gate_up", &BlockWeights::w_gate_up},
+        {"w_down", &BlockWeights::w_down},
+        {"b_down", &BlockWeights::b_down}};
+    b.*(roles.at(s.role)) = w;
+  }
+  return m;
+}
+
+void save_lm(const LmParams& p, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  std::vector<io::WriteTensor> ts;
+  for (size_t i = 0; i < p.layout.table.size(); i++)
+    ts.push_back({p.layout.table[i].name, p.layout.table[i].shape, p.params.data() + p.layout.offset[i]});
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  io::write_safetensors(path, ts, meta, io::DType::F32);
+}
+
+std::vector<uint8_t> lm_decay_mask(const LmLayout& L) {
+  std::vector<uint8_t> mask(size_t(L.size), 0);
+  for (size_t i = 0; i < L.table.size(); i++) {
+    const TensorSpec& s = L.table[i];
+    if (s.shape.size() != 2 || s.role == "wpe") continue;
+    int64_t n = s.shape[0] * s.shape[1];
+    std::fill(mask.begin() + L.offset[i], mask.begin() + L.offset[i] + n, uint8_t{1});
+  }
+  return mask;
+}
+
+}  // namespace qkv
