@@ -13,6 +13,7 @@
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/projections.hpp"
+#include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
 #include "qkv/gradcheck.hpp"
 
@@ -26,7 +27,9 @@ constexpr double kRelative = 1e-5;    // equal i − j: equal scores to rounding
 constexpr double kMoves = 1e-3;       // different i − j: scores differ by more than this (relative)
 constexpr double kHeadScore = 0.8;    // as the GPT-2 tour: a previous-token / induction head "that is one"
 constexpr double kCompositionZ = 3.0; // K-composition >= baseline mean + 3 standard deviations
-constexpr double kLossRise = 0.01;    // an ablation raises the repeated-half loss by >= 0.01 nats
+constexpr double kLossRise = 0.01;
+constexpr double kNeitherRel = 0.01;  // as the GPT-2 tour: the matrices-only swap is neither S nor Sᵀ
+constexpr double kPatternRel = 0.1;   // as the GPT-2 tour: the swapped pattern is not Aᵀ    // an ablation raises the repeated-half loss by >= 0.01 nats
 
 using detail::Builder;
 
@@ -146,7 +149,11 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
     const double e = rel_err(affine(x, T, d, maps.Wq, maps.bq, H * dh), act(b + "attn.hook_q").data(), T, H * dh);
     bd.m("raw_row_rel_err", e);
     if (!rmsnorm) {
-      r.claims.push_back(bd.na("this model uses LayerNorm (the GPT-2 trap, measured by `qkv project`): raw-row error " + num(e)));
+      r.claims.push_back(bd.na("this model uses LayerNorm: the GPT-2 trap, measured as ln_trap (raw-row error " + num(e) + ")"));
+      r.claims.push_back(Builder("ln_trap", "seed 000", "Feed the maps ln_1(row), not the raw row: a trap worth an order of magnitude.")
+                             .m("raw_row_rel_err", e)
+                             .done(e >= kTrap, "layer " + std::to_string(cl) + ": q from the raw row x instead of LayerNorm(x) is off by " + num(e) + " (relative)",
+                                   "relative error >= " + num(kTrap)));
     } else {
       r.claims.push_back(bd.done(e >= kTrap,
                                  "q from the raw row x instead of RMSNorm(x) is off by " + num(e) +
@@ -221,6 +228,35 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
     else
       r.claims.push_back(Builder("rope_swap_transposes", "issue 15", "The full swap still transposes S with rotary positions.")
                              .na("positions are learned embeddings added to the row: no rotation to swap"));
+  }
+
+  // swap_matrices_only_neither / softmax_breaks_transpose: the GPT-2 tour's swap claims, on the family's own
+  // maps (each q and k rotated to its position) — swap_query_key(const Model&, …).
+  {
+    const SwapResult sw = swap_query_key(model, ids, cl, ch);
+    Builder bd("swap_matrices_only_neither", "seed 000",
+               "Swap only the matrices and leave each bias where it sits: the cross terms survive, giving neither S nor Sᵀ.");
+    if (!a.qkv_bias) {
+      r.claims.push_back(bd.na("this model has no Q/K biases: swapping the matrices alone IS the full swap (‖S'' − Sᵀ‖/‖S‖ = " +
+                               num(sw.matrices_vs_ST_rel) + ")"));
+    } else {
+      const bool held = sw.matrices_vs_S_rel >= kNeitherRel && sw.matrices_vs_ST_rel >= kNeitherRel;
+      r.claims.push_back(bd.m("vs_S_rel", sw.matrices_vs_S_rel).m("vs_ST_rel", sw.matrices_vs_ST_rel)
+                             .done(held,
+                                   "head " + hs + (a.rotary() ? " (rotated q and k)" : "") + ": ‖S'' − S‖/‖S‖ = " +
+                                       num(sw.matrices_vs_S_rel) + ", ‖S'' − Sᵀ‖/‖S‖ = " + num(sw.matrices_vs_ST_rel),
+                                   "the matrices-only swap S'' is >= " + num(kNeitherRel) + " away (relative) from both S and Sᵀ",
+                                   held ? "" : "does not hold on this model: the biases are too small for the cross terms to show"));
+    }
+    Builder bt("softmax_breaks_transpose", "seed 000", "After the causal mask and the row-wise softmax the transpose relation is gone.");
+    const bool held = sw.pattern_full_vs_AT_rel >= kPatternRel;
+    r.claims.push_back(bt.m("pattern_full_vs_AT_rel", sw.pattern_full_vs_AT_rel).m("column_sum_max_dev", sw.column_sum_max_dev)
+                           .done(held,
+                                 "head " + hs + ": pattern of the full swap (the model's own mask" +
+                                     (a.window_of(cl) > 0 ? " and window" : "") + (a.attn_softcap > 0 ? ", soft-cap" : "") +
+                                     ") vs Aᵀ: " + num(sw.pattern_full_vs_AT_rel) + " (relative); columns of A miss 1 by up to " +
+                                     num(sw.column_sum_max_dev),
+                                 "‖softmax(mask(S_swapped)) − Aᵀ‖_F/‖A‖_F >= " + num(kPatternRel)));
   }
 
   // rope_relative: the same q, k pair rotated to positions (p + Δ, p) scores the same for every p.
