@@ -14,7 +14,7 @@ namespace an = qkv::analysis;
 HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const std::string& model) {
   HtmlPage page("qkv tour — " + model + " (" + a.model_type + ")");
   std::string desc;
-  for (const std::string& line : a.describe()) desc += "<br><code>" + escape_xml(line) + "</code>";
+  for (const std::string& line : a.describe()) desc += "<br/><code>" + escape_xml(line) + "</code>";
   page.add_paragraph("The seeds' claims on a " + escape_xml(a.model_type) + " model: which still hold with " +
                          "its positions, heads and norm, measured on its own Q/K/V maps and its one forward." + desc,
                      false);
@@ -110,7 +110,7 @@ namespace qkv::report {
 HtmlPage compare_page(const TourSide& a, const TourSide& b) {
   HtmlPage page("qkv tour — " + a.model + " (" + a.family + ") beside " + b.model + " (" + b.family + ")");
   page.add_raw("<style>body { max-width: none; } .side { display: flex; gap: 2rem; align-items: flex-start; }"
-               " .side > div { flex: 1 1 0; min-width: 0; overflow-x: auto; }"
+               " .side .col { flex: 1 1 0; min-width: 0; overflow-x: auto; }"
                " .side h2 { font-size: 1.15rem; } .side svg { max-width: 100%; height: auto; }</style>\n");
   page.add_paragraph("The seeds' claims measured on two models by the same tour: each claim's verdict on both, by the "
                      "same criterion (stated in each model's own table below). A claim that does not apply to a model "
@@ -155,8 +155,8 @@ HtmlPage compare_page(const TourSide& a, const TourSide& b) {
                   "measured on " + b.model},
                  rows, classes);
   page.add_heading("Each model's report");
-  page.add_raw("<div class=\"side\"><div><h2>" + escape_xml(a.model) + " (" + escape_xml(a.family) + ")</h2>\n" + a.page.body() +
-               "</div><div><h2>" + escape_xml(b.model) + " (" + escape_xml(b.family) + ")</h2>\n" + b.page.body() +
+  page.add_raw("<div class=\"side\"><div class=\"col\"><h2>" + escape_xml(a.model) + " (" + escape_xml(a.family) + ")</h2>\n" + a.page.body() +
+               "</div><div class=\"col\"><h2>" + escape_xml(b.model) + " (" + escape_xml(b.family) + ")</h2>\n" + b.page.body() +
                "</div></div>\n");
   return page;
 }
