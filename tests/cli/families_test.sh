@@ -38,6 +38,11 @@ for arch in llama mistral qwen2 gemma gemma2 gpt_neox phi3 gpt_neo; do
   if /usr/bin/python3 "$tmp/claims.py" "$arch" "$tmp/tour-$arch.json"; then ok "tour-$arch claims"; else bad "tour-$arch claims"; fi
 done
 check tour-gpt2 0 'claims hold on this model' -- tour --model "$tmp/gpt2" --out "$tmp/report-gpt2" --quiet
+# two models side by side: the bundled GPT-2 model beside a Llama-shaped one, one report
+check tour-compare 0 'rope_relative +- +holds' -- tour --model "$src/models/induction" --compare "$tmp/llama" --out "$tmp/cmp" --quiet
+grep -q 'Claims, side by side' "$tmp/cmp/index.html" && ok "tour-compare report" || bad "tour-compare: no side-by-side report"
+check tour-compare-json 0 '"models": \[' -- tour --model "$tmp/qwen2" --compare "$tmp/gpt_neo" --out "$tmp/cmp2" --json --quiet
+check tour-compare-missing 1 'nope' -- tour --model "$tmp/llama" --compare "$tmp/nope" --out "$tmp/cmp3" --quiet
 
 # Every experiment on every family (GPT-2 through its own path, the others over the family engine).
 for arch in gpt2 llama mistral qwen2 gemma gemma2 gpt_neox phi3 gpt_neo; do
