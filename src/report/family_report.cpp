@@ -56,8 +56,7 @@ HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const st
   page.add_heading("S beside Sᵀ (head " + std::to_string(r.chosen.layer) + "." + std::to_string(r.chosen.head) + ")");
   {
     GridSpec sg;
-    sg.title = std::string("raw scores S = q·kᵀ") + (a.rotary() ? " on the ROTATED q and k, (R_i q_i)·(R_j k_j)" : "") +
-               ", unscaled and unmasked, beside its transpose";
+    sg.title = std::string("raw S = q·kᵀ") + (a.rotary() ? " on the ROTATED q and k" : "") + ", unmasked";
     sg.cols = 2;
     sg.col_titles = {"S (row i = query, column j = key)", "Sᵀ"};
     sg.panel_px = std::min(360, std::max(160, 7 * T));

@@ -44,6 +44,18 @@ TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
     EXPECT_EQ(by_id["rmsnorm_trap"]->applies, m.arch.norm != NormKind::LayerNorm);
     if (m.arch.norm != NormKind::LayerNorm) EXPECT_TRUE(by_id["rmsnorm_trap"]->held) << by_id["rmsnorm_trap"]->summary;
     EXPECT_EQ(by_id["no_scale_saturates"]->applies, type == "gpt_neo");
+    // The circuit claims are measured on every family (verdicts; on random weights they honestly fail).
+    for (const char* id : {"previous_token_head", "induction_head", "k_composition", "qk_ov_fail_separately",
+                           "softmax_breaks_transpose"}) {
+      ASSERT_TRUE(by_id.count(id)) << id;
+      EXPECT_TRUE(by_id[id]->applies) << id << ": " << by_id[id]->note;
+    }
+    EXPECT_EQ(by_id["qk_ov_fail_separately"]->number("ov_pattern_max_abs_diff"), 0.0);
+    EXPECT_TRUE(by_id["softmax_breaks_transpose"]->held);
+    EXPECT_EQ(by_id["swap_matrices_only_neither"]->applies, m.arch.qkv_bias);
+    EXPECT_EQ(by_id["bias_trap"]->applies, m.arch.qkv_bias);
+    EXPECT_EQ(by_id.count("ln_trap") == 1, m.arch.norm == NormKind::LayerNorm);
+    if (by_id.count("ln_trap")) EXPECT_TRUE(by_id["ln_trap"]->held);
     fs::remove_all(dir);
   }
 }
