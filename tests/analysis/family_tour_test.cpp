@@ -129,3 +129,25 @@ TEST(FamilyTour, NumbersMatchAnIndependentComputation) {
 
 }  // namespace
 }  // namespace qkv::analysis
+
+namespace qkv::analysis {
+namespace {
+
+// The circuit claims of the family tour on a TRAINED model: the bundled induction model (GPT-2, read as a
+// family Model, so every number comes from qkv_maps, the family forward's hooks and the Model overloads of
+// circuits / ablate) — the verdicts the GPT-2 tour gives it must come out here too.
+TEST(FamilyTour, InductionCircuitHoldsOnTheTrainedModelThroughTheFamilyPath) {
+  const Model m = load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction");
+  const FamilyTourResult r = family_tour(m, {});
+  for (const char* id : {"previous_token_head", "induction_head", "k_composition", "qk_ov_fail_separately"}) {
+    const Claim* c = nullptr;
+    for (const Claim& x : r.claims)
+      if (x.id == id) c = &x;
+    ASSERT_NE(c, nullptr) << id;
+    EXPECT_TRUE(c->applies && c->held) << id << ": " << c->summary << " / " << c->note;
+    RecordProperty(id, c->summary);
+  }
+}
+
+}  // namespace
+}  // namespace qkv::analysis
