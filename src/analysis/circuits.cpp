@@ -220,15 +220,21 @@ CircuitsResult circuits(const Model& m, const CircuitsOptions& opt) {
   // W_U W_E [d, d] = lm_headᵀ · embed (tied: embedᵀ · embed), the final norm's multiplier folded into its rows.
   Matrix UE;
   if (opt.copying) {
-    auto read = [&](const Weight& w) {
-      Matrix x(V, d);
-      std::vector<float> f(size_t(V) * d);
-      w.read(0, int64_t(V) * d, f.data());
-      for (size_t i = 0; i < f.size(); i++) x.a[i] = f[i];
-      return x;
-    };
-    const Matrix E = read(m.wte);
-    UE = m.lm_head.present() ? matmul(read(m.lm_head), E, true, false) : matmul(E, E, true, false);
+    // Σ over the vocabulary in chunks of rows (a [V, d] double copy of a large vocabulary would be GBs).
+    const Weight& Wu = m.lm_head.present() ? m.lm_head : m.wte;
+    UE = Matrix(d, d);
+    const int chunk = 1024;
+    std::vector<float> fu, fe;
+    for (int v0 = 0; v0 < V; v0 += chunk) {
+      const int nv = std::min(chunk, V - v0);
+      fu.resize(size_t(nv) * d), fe.resize(size_t(nv) * d);
+      Wu.read(int64_t(v0) * d, int64_t(nv) * d, fu.data());
+      m.wte.read(int64_t(v0) * d, int64_t(nv) * d, fe.data());
+      Matrix U(nv, d), E(nv, d);
+      for (size_t i = 0; i < fu.size(); i++) U.a[i] = fu[i], E.a[i] = fe[i];
+      const Matrix part = matmul(U, E, true, false);  // U_chunkᵀ E_chunk [d, d]
+      for (size_t i = 0; i < UE.a.size(); i++) UE.a[i] += part.a[i];
+    }
     const double es = a.embed_scale ? std::sqrt(double(d)) : 1.0;
     const std::vector<double> lnf = opt.fold_ln ? norm_scale(m, m.lnf_w) : std::vector<double>(size_t(d), 1.0);
     for (int i = 0; i < d; i++)
