@@ -274,9 +274,13 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
       apply_rotary(a, kk.data(), 1, &pj);
       return double(dot(qq.data(), kk.data(), dh));
     };
-    for (int off = 0; off < std::min(a.n_ctx, 129); off++) {
+    // the chart: offsets 0 .. maxoff with the key at position 0, and again with the key at position shift
+    const int maxoff = a.n_ctx > 256 ? 128 : a.n_ctx / 2;
+    r.offset_shift = std::min(a.n_ctx - 1 - maxoff, 4096);
+    for (int off = 0; off <= maxoff; off++) {
       r.offsets.push_back(off);
       r.offset_score.push_back(score(off, 0));
+      r.offset_score_shifted.push_back(score(r.offset_shift + off, r.offset_shift));
     }
     const int cap = std::min(a.n_ctx, 4096) - 1;
     const int delta = std::min(5, cap);
@@ -449,7 +453,11 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
                                  "this model does not divide by √d_k (d_k = " + std::to_string(dh) + "): mean largest weight " +
                                      num(s_off) + " vs " + num(s_on) + " with the division put back; softmax Jacobian norm " +
                                      num(j_off) + " vs " + num(j_on),
-                                 "sharper and a smaller gradient without the division"));
+                                 "sharper and a smaller gradient without the division",
+                                 s_off > s_on && j_off < j_on
+                                     ? ""
+                                     : "does not hold on this model: its scores are too small (random weights near 0) for the "
+                                       "missing division to saturate anything"));
   } else {
     r.claims.push_back(Builder("no_scale_saturates", "seed 004", "Without ÷√d_k the pattern saturates.")
                            .na("this model scales its scores (by " + num(a.attn_scale) + "); GPT-Neo does not"));
@@ -498,8 +506,12 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
                                    " (random ids, n = " + std::to_string(n) + ", repeated twice)",
                                "some head" + std::string(L >= 2 ? " in a layer after the first" : "") +
                                    " has induction score >= " + num(kHeadScore),
-                               s >= kHeadScore ? "" : L < 2 ? "one layer: an induction head needs an earlier head to compose with"
-                                                            : "no induction head on this model (the claim is about trained weights)"));
+                               s >= kHeadScore                  ? ""
+                               : L < 2                          ? "one layer: an induction head needs an earlier head to compose with"
+                               : a.window_of(cl) > 0 && a.window_of(cl) < n
+                                   ? "layer " + std::to_string(cl) + " attends within a window of " + std::to_string(a.window_of(cl)) +
+                                         " < n = " + std::to_string(n) + ": the earlier copy is out of its sight"
+                                   : "no induction head on this model (the claim is about trained weights)"));
   }
   if (L < 2) {
     r.claims.push_back(Builder("k_composition", "seed 000", "The induction head's key is built from the previous-token head's output.")

@@ -83,7 +83,7 @@ HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const st
   if (!r.offsets.empty()) {
     page.add_heading("One q, k pair at every offset");
     LineChartSpec lc;
-    lc.title = "score of one fixed q, k pair rotated to positions (Δ, 0)";
+    lc.title = "one fixed q, k pair rotated to positions (p + Δ, p)";
     lc.x_label = "offset i − j";
     lc.y_label = "q·k";
     Series s;
@@ -91,8 +91,16 @@ HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const st
     for (size_t i = 0; i < r.offsets.size(); i++) s.x.push_back(r.offsets[i]), s.y.push_back(r.offset_score[i]);
     s.markers = false;
     lc.series.push_back(s);
-    page.add_svg(line_chart_svg(lc), "With rotary positions the same two vectors score differently at every offset, and "
-                                     "identically at every absolute position with the same offset (rope_relative).");
+    if (!r.offset_score_shifted.empty() && r.offset_shift > 0) {
+      Series t;
+      t.name = "same pair, key at position " + std::to_string(r.offset_shift);
+      for (size_t i = 0; i < r.offsets.size(); i++) t.x.push_back(r.offsets[i]), t.y.push_back(r.offset_score_shifted[i]);
+      t.markers = false, t.dashed = true;
+      lc.series.push_back(t);
+    }
+    page.add_svg(line_chart_svg(lc), "With rotary positions the same two vectors score differently at every offset Δ = i − j, "
+                                     "and identically at every absolute position with the same offset: the dashed line (key "
+                                     "moved to position " + std::to_string(r.offset_shift) + ") lies on the solid one (rope_relative).");
   }
   return page;
 }

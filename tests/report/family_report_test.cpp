@@ -3,6 +3,8 @@
 // with learned positions no offset chart; the comparison's table carries both verdicts of every claim id.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -48,6 +50,16 @@ TEST(FamilyReport, RotaryPageShowsSBesideSTransposeAndTheOffsetChart) {
   for (const auto& c : t.r.claims) EXPECT_NE(html.find(escape_xml(c.applies ? c.summary : c.note)), std::string::npos) << c.id;
   EXPECT_EQ(t.r.offsets.size(), t.r.offset_score.size());
   EXPECT_FALSE(t.r.offsets.empty());
+  // the dashed series (key moved to offset_shift) lies on the solid one: the score depends on i − j only
+  ASSERT_EQ(t.r.offset_score_shifted.size(), t.r.offsets.size());
+  EXPECT_GT(t.r.offset_shift, 0);
+  double mx = 0, spread = 0;
+  for (size_t i = 0; i < t.r.offsets.size(); i++) {
+    mx = std::max(mx, std::abs(t.r.offset_score[i]));
+    spread = std::max(spread, std::abs(t.r.offset_score[i] - t.r.offset_score_shifted[i]));
+  }
+  EXPECT_LT(spread, 1e-5 * mx);
+  EXPECT_NE(html.find("same pair, key at position"), std::string::npos);
 }
 
 TEST(FamilyReport, LearnedPositionsHaveNoOffsetChart) {
