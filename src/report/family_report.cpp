@@ -83,17 +83,17 @@ HtmlPage family_tour_page(const an::FamilyTourResult& r, const Arch& a, const st
   if (!r.offsets.empty()) {
     page.add_heading("One q, k pair at every offset");
     LineChartSpec lc;
-    lc.title = "one fixed q, k pair rotated to positions (p + Δ, p)";
+    lc.title = "head " + std::to_string(r.chosen.layer) + "." + std::to_string(r.chosen.head) + ": one q, k pair rotated to (p + Δ, p)";
     lc.x_label = "offset i − j";
     lc.y_label = "q·k";
     Series s;
-    s.name = "head " + std::to_string(r.chosen.layer) + "." + std::to_string(r.chosen.head);
+    s.name = "key at 0";
     for (size_t i = 0; i < r.offsets.size(); i++) s.x.push_back(r.offsets[i]), s.y.push_back(r.offset_score[i]);
     s.markers = false;
     lc.series.push_back(s);
     if (!r.offset_score_shifted.empty() && r.offset_shift > 0) {
       Series t;
-      t.name = "same pair, key at position " + std::to_string(r.offset_shift);
+      t.name = "key at " + std::to_string(r.offset_shift);
       for (size_t i = 0; i < r.offsets.size(); i++) t.x.push_back(r.offsets[i]), t.y.push_back(r.offset_score_shifted[i]);
       t.markers = false, t.dashed = true;
       lc.series.push_back(t);
