@@ -1,5 +1,6 @@
 #include "qkv/analysis/head_detector.hpp"
 
+#include <map>
 #include <random>
 #include <string>
 
@@ -54,9 +55,12 @@ double detector_score(const float* A, const std::vector<double>& target, int T) 
   return total > 0 ? hit / total : 0.0;
 }
 
-HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
-                    const std::vector<int>& text) {
-  const int L = model.config.n_layer, H = model.config.n_head;
+namespace {
+
+// The scan over any forward: patterns(seq) returns every layer's pattern [H, T, T] for that sequence.
+template <class Patterns>
+HeadScan scan_with(int L, int H, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                   const std::vector<int>& text, Patterns patterns) {
   const int start = bos >= 0 ? 1 : 0;
   HeadScan scan;
   scan.n = n, scan.bos = bos, scan.batch = int(repeated.size()), scan.repeated = repeated;
@@ -65,17 +69,16 @@ HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repe
     for (int h = 0; h < H; h++) scan.heads[size_t(l) * H + h].layer = l, scan.heads[size_t(l) * H + h].head = h;
   if (repeated.empty()) usage_error("scan_heads: no repeated sequences");
 
-  Activations acts;
   for (const auto& seq : repeated) {
     const int T = int(seq.size());
     if (T != start + 2 * n)
       usage_error("scan_heads: a repeated sequence has " + std::to_string(T) + " tokens, expected " +
                   std::to_string(start + 2 * n));
-    forward(model, seq, acts);
+    const std::vector<const float*> P = patterns(seq);
     const auto prev = previous_token_target(T), dup = duplicate_token_target(seq), ind = induction_target(seq);
     for (int l = 0; l < L; l++)
       for (int h = 0; h < H; h++) {
-        const float* A = acts.attn[size_t(l)].A.data() + size_t(h) * T * T;
+        const float* A = P[size_t(l)] + size_t(h) * T * T;
         HeadScores& s = scan.heads[size_t(l) * H + h];
         s.previous_token += detector_score(A, prev, T) / scan.batch;
         s.duplicate_token += detector_score(A, dup, T) / scan.batch;
@@ -92,11 +95,11 @@ HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repe
     scan.has_text = true;
     scan.text_tokens = int(text.size());
     const int T = int(text.size());
-    forward(model, text, acts);
+    const std::vector<const float*> P = patterns(text);
     const auto prev = previous_token_target(T), dup = duplicate_token_target(text), ind = induction_target(text);
     for (int l = 0; l < L; l++)
       for (int h = 0; h < H; h++) {
-        const float* A = acts.attn[size_t(l)].A.data() + size_t(h) * T * T;
+        const float* A = P[size_t(l)] + size_t(h) * T * T;
         HeadScores& s = scan.heads[size_t(l) * H + h];
         s.text_previous_token = detector_score(A, prev, T);
         s.text_duplicate_token = detector_score(A, dup, T);
@@ -104,6 +107,32 @@ HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repe
       }
   }
   return scan;
+}
+
+}  // namespace
+
+HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                    const std::vector<int>& text) {
+  Activations acts;
+  const int L = model.config.n_layer;
+  return scan_with(L, model.config.n_head, repeated, n, bos, text, [&](const std::vector<int>& seq) {
+    forward(model, seq, acts);
+    std::vector<const float*> P;
+    for (int l = 0; l < L; l++) P.push_back(acts.attn[size_t(l)].A.data());
+    return P;
+  });
+}
+
+HeadScan scan_heads(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                    const std::vector<int>& text) {
+  const int L = model.arch.n_layer;
+  std::map<std::string, Tensor> cache;
+  return scan_with(L, model.arch.H, repeated, n, bos, text, [&](const std::vector<int>& seq) {
+    cache = run_with_cache(model, seq, [](const std::string& s) { return s.find("hook_pattern") != std::string::npos; });
+    std::vector<const float*> P;
+    for (int l = 0; l < L; l++) P.push_back(cache.at("blocks." + std::to_string(l) + ".attn.hook_pattern").data());
+    return P;
+  });
 }
 
 }  // namespace qkv::analysis

@@ -1,5 +1,6 @@
 #include "qkv/analysis/intervention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "qkv/analysis/head_weights.hpp"
@@ -69,6 +70,40 @@ InterventionRun forward_with_intervention(const GPT2& m, const std::vector<int>&
                     cfg.layer_norm_epsilon);
   run.logits.resize(size_t(T) * V);
   gemm<float>(false, true, T, V, d, 1.0f, lnf.data(), d, P + m.wte, d, 0.0f, run.logits.data(), V);  // ln_f(x)·wteᵀ
+  return run;
+}
+
+}  // namespace qkv::analysis
+
+namespace qkv::analysis {
+
+InterventionRun forward_with_intervention(const Model& m, const std::vector<int>& ids, const HeadIntervention& iv) {
+  check_head(m, iv.layer, iv.head);
+  const Arch& a = m.arch;
+  const int T = int(ids.size()), H = a.H, dh = a.dh, l = iv.layer, head = iv.head;
+  const std::string pattern = "blocks." + std::to_string(l) + ".attn.hook_pattern";
+  const std::string z = "blocks." + std::to_string(l) + ".attn.hook_z";
+  InterventionRun run;
+  Hooks hooks;
+  hooks.wants = [&](const std::string& n) { return n == pattern || (iv.mode == HeadAblation::Values && n == z); };
+  hooks.fn = [&](const std::string& n, ActView v) {
+    if (n == pattern) {  // [H, T, T]
+      float* A = v.data + size_t(head) * T * T;
+      if (iv.mode == HeadAblation::Pattern)
+        for (int i = 0; i < T; i++) {
+          int allowed = 0;
+          for (int j = 0; j < T; j++) allowed += visible(a, l, i, j);
+          for (int j = 0; j < T; j++) A[size_t(i) * T + j] = visible(a, l, i, j) ? 1.0f / float(allowed) : 0.0f;
+        }
+      run.head_pattern.assign(A, A + size_t(T) * T);
+    } else {  // hook_z [T, H, dh]: the head's slice
+      for (int t = 0; t < T; t++) std::fill_n(v.data + (size_t(t) * H + head) * dh, dh, 0.0f);
+    }
+  };
+  RunState st;
+  RunOptions o;
+  o.hooks = &hooks;
+  run.logits = qkv::run(m, ids, st, o);
   return run;
 }
 

@@ -90,6 +90,12 @@ json measured_json(const an::Claim& c) {
 }  // namespace
 
 json project_json(const an::ProjectionResult& r) {
+  if (!r.family.empty())  // the family path: the stored tensor that holds Q, and what the maps were read from
+    return {{"family", r.family}, {"layout", r.layout}, {"norm", r.norm}, {"layer", r.layer}, {"tokens", r.T},
+            {"d", r.d}, {"heads", r.H}, {"kv_heads", r.n_kv}, {"dh", r.dh}, {"q_weight_shape", r.weight_shape},
+            {"q_bias_shape", r.has_bias ? json(r.bias_shape) : json(nullptr)}, {"has_bias", r.has_bias},
+            {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)}, {"v", part_json(r.v)},
+            {"heads_max_abs_diff", r.heads_max_abs_diff}, {"interleaved_cut_rel", r.interleaved_cut_rel}};
   return {{"layer", r.layer}, {"tokens", r.T}, {"d", r.d}, {"heads", r.H}, {"dh", r.dh},
           {"c_attn_weight_shape", r.weight_shape}, {"c_attn_bias_shape", r.bias_shape},
           {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)},
@@ -100,6 +106,13 @@ json project_json(const an::ProjectionResult& r) {
 json scores_json(const an::ScoresResult& r, const std::vector<std::string>& labels) {
   std::vector<std::vector<double>> S;
   for (int i = 0; i < r.T; i++) S.emplace_back(r.S.a.begin() + i * r.T, r.S.a.begin() + (i + 1) * r.T);
+  if (!r.family.empty()) {
+    json j = scores_json([&] { an::ScoresResult g = r; g.family.clear(); return g; }(), labels);
+    j["family"] = r.family, j["rotated"] = r.rotated, j["scale"] = r.scale, j["kv_head"] = r.kv_head;
+    j["S_vs_hook_max_abs"] = r.S_vs_hook_max_abs;
+    j["S_is"] = r.rotated ? "scale·(R_i q_i)·(R_j k_j): the rotated q and k, before the mask" : "scale·q·kᵀ, before the mask";
+    return j;
+  }
   return {{"layer", r.layer}, {"head", r.head}, {"tokens", labels}, {"S", S}, {"asym_rel", r.asym_rel},
           {"max_asym", {{"value", r.max_asym}, {"i", r.max_i}, {"j", r.max_j}, {"S_ij", r.S_ij}, {"S_ji", r.S_ji}}},
           {"M", {{"shape", {r.d, r.d}}, {"norm", r.M.norm}, {"antisym_share", r.M.antisym_share},
@@ -111,6 +124,13 @@ json scores_json(const an::ScoresResult& r, const std::vector<std::string>& labe
 }
 
 json swap_json(const an::SwapResult& r) {
+  if (!r.family.empty()) {
+    an::SwapResult g = r;
+    g.family.clear();
+    json j = swap_json(g);
+    j["family"] = r.family, j["rotated"] = r.rotated, j["has_bias"] = r.has_bias, j["scale"] = r.scale;
+    return j;
+  }
   return {{"layer", r.layer}, {"head", r.head}, {"tokens", r.T}, {"S_vs_model_max_abs", r.S_vs_model_max_abs},
           {"full_swap", {{"vs_ST_max_abs", r.full_vs_ST_max_abs}, {"vs_ST_rel", r.full_vs_ST_rel}}},
           {"matrices_only", {{"vs_S_rel", r.matrices_vs_S_rel}, {"vs_ST_rel", r.matrices_vs_ST_rel}}},
@@ -143,6 +163,14 @@ json heads_json(const an::HeadScan& scan, int n, int batch, uint64_t seed, int b
 }
 
 json ablate_json(const an::AblationResult& r, uint64_t seed) {
+  if (!r.family.empty()) {
+    an::AblationResult g = r;
+    g.family.clear();
+    json j = ablate_json(g, seed);
+    j["family"] = r.family;
+    j["ov_ablation"] = "the head's slice of hook_z zeroed";
+    return j;
+  }
   return {{"layer", r.layer}, {"head", r.head}, {"seq_len", r.n}, {"batch", r.batch}, {"seed", seed},
           {"loss", {{"intact", r.loss_intact}, {"qk_ablated", r.loss_qk}, {"ov_ablated", r.loss_ov},
                     {"first_half", r.loss_first_half}}},
@@ -159,9 +187,19 @@ json circuits_json(const an::CircuitsResult& r) {
                      {"qk_antisym_share", c.qk_antisym_share}, {"ov_norm", c.ov_norm}, {"copying", c.copying}});
   for (const auto& c : r.compositions)
     comp.push_back({{"from", {c.l1, c.h1}}, {"to", {c.l2, c.h2}}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
-  return {{"fold_ln", r.options.fold_ln}, {"heads", heads}, {"composition", comp},
-          {"baseline", {{"samples", b.samples}, {"q_mean", b.q_mean}, {"q_std", b.q_std}, {"k_mean", b.k_mean},
-                        {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}};
+  json j = {{"fold_ln", r.options.fold_ln}, {"heads", heads}, {"composition", comp},
+            {"baseline", {{"samples", b.samples}, {"q_mean", b.q_mean}, {"q_std", b.q_std}, {"k_mean", b.k_mean},
+                          {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}};
+  if (!r.family.empty()) {
+    j["family"] = r.family, j["kv_heads"] = r.n_kv, j["query_heads"] = r.H;
+    json g = json::array();
+    for (const auto& c : r.group_compositions)
+      g.push_back({{"from", {c.l1, c.h1}}, {"to_group", {c.l2, c.g2}}, {"k", c.k}, {"v", c.v}});
+    j["group_composition"] = g;
+    if (!r.group_compositions.empty())
+      j["baseline"]["group"] = {{"k_mean", b.kg_mean}, {"k_std", b.kg_std}, {"v_mean", b.vg_mean}, {"v_std", b.vg_std}};
+  }
+  return j;
 }
 
 json claims_json(const std::vector<an::Claim>& claims) {

@@ -44,6 +44,18 @@ TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
     EXPECT_EQ(by_id["rmsnorm_trap"]->applies, m.arch.norm != NormKind::LayerNorm);
     if (m.arch.norm != NormKind::LayerNorm) EXPECT_TRUE(by_id["rmsnorm_trap"]->held) << by_id["rmsnorm_trap"]->summary;
     EXPECT_EQ(by_id["no_scale_saturates"]->applies, type == "gpt_neo");
+    // The circuit claims are measured on every family (verdicts; on random weights they honestly fail).
+    for (const char* id : {"previous_token_head", "induction_head", "k_composition", "qk_ov_fail_separately",
+                           "softmax_breaks_transpose"}) {
+      ASSERT_TRUE(by_id.count(id)) << id;
+      EXPECT_TRUE(by_id[id]->applies) << id << ": " << by_id[id]->note;
+    }
+    EXPECT_EQ(by_id["qk_ov_fail_separately"]->number("ov_pattern_max_abs_diff"), 0.0);
+    EXPECT_TRUE(by_id["softmax_breaks_transpose"]->held);
+    EXPECT_EQ(by_id["swap_matrices_only_neither"]->applies, m.arch.qkv_bias);
+    EXPECT_EQ(by_id["bias_trap"]->applies, m.arch.qkv_bias);
+    EXPECT_EQ(by_id.count("ln_trap") == 1, m.arch.norm == NormKind::LayerNorm);
+    if (by_id.count("ln_trap")) EXPECT_TRUE(by_id["ln_trap"]->held);
     fs::remove_all(dir);
   }
 }
@@ -112,6 +124,28 @@ TEST(FamilyTour, NumbersMatchAnIndependentComputation) {
       EXPECT_NEAR(c["no_scale_saturates"]->number("softmax_jacobian_scaled"), rec["no_scale"]["scaled"][1].get<double>(), 1e-5);
     }
     fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace qkv::analysis
+
+namespace qkv::analysis {
+namespace {
+
+// The circuit claims of the family tour on a TRAINED model: the bundled induction model (GPT-2, read as a
+// family Model, so every number comes from qkv_maps, the family forward's hooks and the Model overloads of
+// circuits / ablate) — the verdicts the GPT-2 tour gives it must come out here too.
+TEST(FamilyTour, InductionCircuitHoldsOnTheTrainedModelThroughTheFamilyPath) {
+  const Model m = load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction");
+  const FamilyTourResult r = family_tour(m, {});
+  for (const char* id : {"previous_token_head", "induction_head", "k_composition", "qk_ov_fail_separately"}) {
+    const Claim* c = nullptr;
+    for (const Claim& x : r.claims)
+      if (x.id == id) c = &x;
+    ASSERT_NE(c, nullptr) << id;
+    EXPECT_TRUE(c->applies && c->held) << id << ": " << c->summary << " / " << c->note;
+    RecordProperty(id, c->summary);
   }
 }
 

@@ -2,6 +2,7 @@
 // experiments on a model. Each command parses, calls one analysis function, and renders its struct.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli.hpp"
@@ -14,6 +15,7 @@
 #include "qkv/analysis/scores.hpp"
 #include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
+#include "qkv/model_files.hpp"
 #include "qkv/report/experiments_json.hpp"
 #include "qkv/report/table.hpp"
 
@@ -49,9 +51,70 @@ std::string labels_at(const std::vector<std::string>& labels, int i) {
   return "'" + labels[size_t(i)] + "' (" + std::to_string(i) + ")";
 }
 
+// ---- every family ----------------------------------------------------------------------------------
+// A model of another family (Llama, Qwen2, Gemma, GPT-NeoX, Phi-3, GPT-Neo, …) runs the same experiment
+// over the family engine (lm.hpp): the model's own Q/K/V maps, its rotated q and k, its hooks. GPT-2
+// checkpoints keep the GPT-2 path (class GPT2), whose numbers the tests pin.
+std::optional<LoadedLM> family_model(const ModelArgs& a) {
+  LoadedLM lm = load_lm_arg(a);
+  if (lm.model.arch.model_type == "gpt2") return std::nullopt;
+  return lm;
+}
+
+GPT2Config shape_of(const Arch& a) {  // what repeated_length reads: the vocabulary and the positions
+  GPT2Config c;
+  c.vocab_size = a.vocab_size, c.n_positions = a.n_ctx;
+  return c;
+}
+
+std::vector<int> experiment_ids(const LoadedLM& lm, const ModelArgs& a) {
+  if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, report::kExperimentText);
+  return report::experiment_ids(shape_of(lm.model.arch), nullptr, {});
+}
+
+std::vector<std::string> token_labels(const LoadedLM& m, const std::vector<int>& ids) {
+  std::vector<std::string> out;
+  for (int id : ids) out.push_back(m.tokenizer ? token_label(*m.tokenizer, id) : "#" + std::to_string(id));
+  return out;
+}
+
+std::string family_line(const Arch& c) {
+  return c.model_type + ": " + std::to_string(c.n_layer) + " layer(s), " + std::to_string(c.H) + " query heads / " +
+         std::to_string(c.n_kv) + " key-value heads of " + std::to_string(c.dh) + ", d = " + std::to_string(c.d) +
+         (c.rotary() ? ", rotary positions (rotary_dim " + std::to_string(c.rotary_dim) + ")" : ", learned positions");
+}
+
 // ---- project ---------------------------------------------------------------------------------------
 
+void run_project_family(const ExpArgs& a, const LoadedLM& lm) {
+  const Arch& c = lm.model.arch;
+  an::check_layer(lm.model, a.layer);
+  const auto ids = experiment_ids(lm, a.m);
+  const an::ProjectionResult r = an::project(lm.model, ids, a.layer);
+  if (a.json) {
+    print_json(report::project_json(r));
+    return;
+  }
+  std::cout << family_line(c) << "\nlayer " << r.layer << ": " << r.layout << ", stored " << shape_string(r.weight_shape)
+            << (r.has_bias ? "; bias " + shape_string(r.bias_shape) : std::string("; no Q/K/V biases")) << " -> W_Q ["
+            << c.H * c.dh << ", " << c.d << "], W_K and W_V [" << c.n_kv * c.dh << ", " << c.d << "] (nn.Linear layout)\n"
+            << "q, k, v = " << r.norm << "(x)·Wᵀ + b computed here (the model's own maps, own norm, plain loops) for " << r.T
+            << " tokens, against the forward's hook_q / hook_k / hook_v (before any rotation):\n\n";
+  report::Table t({"", "max |own − model|", "max |model|", "raw row instead of " + r.norm + ": ‖err‖/‖q‖",
+                   "bias dropped: ‖err‖/‖q‖", "‖b‖"});
+  const char* names[3] = {"q", "k", "v"};
+  const an::ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
+  for (int i = 0; i < 3; i++)
+    t.add({names[i], fmt_sci(parts[i]->max_abs_diff), fmt(parts[i]->max_abs, 3), fmt(parts[i]->ln_trap_rel, 3),
+           r.has_bias ? fmt(parts[i]->bias_trap_rel, 3) : "n/a (no bias)", r.has_bias ? fmt(parts[i]->bias_norm, 3) : "-"});
+  std::cout << t.str() << "\n" << r.norm << " computed here vs the model's: max |diff| " << fmt_sci(r.ln_max_abs_diff)
+            << "\nhead h = rows [h·" << r.dh << ", (h+1)·" << r.dh << ") of each map (k, v: " << r.n_kv
+            << " heads): max |diff| " << fmt_sci(r.heads_max_abs_diff) << "  (a wrong cut, heads interleaved: relative error "
+            << fmt(r.interleaved_cut_rel, 3) << ")\n";
+}
+
 void run_project(const ExpArgs& a) {
+  if (const auto fam = family_model(a.m)) return run_project_family(a, *fam);
   const LoadedModel lm = load_model_arg(a.m);
   an::check_layer(lm.model, a.layer);
   const auto ids = experiment_ids(lm, a.m);
@@ -81,7 +144,49 @@ void run_project(const ExpArgs& a) {
 
 // ---- scores ----------------------------------------------------------------------------------------
 
+void print_scores(const an::ScoresResult& r, const std::vector<std::string>& labels) {
+  report::Table t({"measure", "value"});
+  t.add({"‖S − Sᵀ‖_F / ‖S‖_F", fmt(r.asym_rel, 4)});
+  t.add({"largest |S_ij − S_ji|", fmt(r.max_asym, 4)});
+  t.add({"‖M‖_F, M = W_Q W_Kᵀ [" + std::to_string(r.d) + "×" + std::to_string(r.d) + "] (from the factors" +
+             (r.rotated ? "; offset 0, R_0 = I" : "") + ")",
+         fmt(r.M.norm, 4)});
+  t.add({"antisymmetric share ‖M − Mᵀ‖/(2‖M‖)  (random M: ≈ 0.71, symmetric: 0)", fmt(r.M.antisym_share, 4)});
+  const std::string R = r.rotated ? "R" : "";
+  t.add({"x-x part " + R + "(uW_Q)·" + R + "(uW_K): ‖·‖/‖S‖", fmt(r.share_xx, 4)});
+  t.add({"x-b part " + R + "(uW_Q)·" + R + "b_K: ‖·‖/‖S‖" + (r.rotated ? "" : "  (constant along a row)"), fmt(r.share_xb, 4)});
+  t.add({"b-x part " + R + "b_Q·" + R + "(uW_K): ‖·‖/‖S‖", fmt(r.share_bx, 4)});
+  t.add({"b-b part " + R + "b_Q·" + R + "b_K: ‖·‖/‖S‖" + (r.rotated ? "" : "  (constant)"), fmt(r.share_bb, 4)});
+  t.add({"all bias terms: ‖S − x-x‖/‖S‖", fmt(r.bias_share, 4)});
+  t.add({"bias share the softmax sees (row-centred, visible keys)", fmt(r.bias_share_softmax, 4)});
+  t.add({"max |x-x + x-b + b-x + b-b − S_model|", fmt_sci(r.reconstruction_max_abs)});
+  if (!r.family.empty()) t.add({"max |S − hook_attn_scores| (visible keys, soft-cap applied)", fmt_sci(r.S_vs_hook_max_abs)});
+  std::cout << t.str();
+  if (r.T > 1)
+    std::cout << "\nlargest asymmetry at i = " << labels_at(labels, r.max_i) << ", j = " << labels_at(labels, r.max_j)
+              << ": S_ij = " << fmt(r.S_ij, 3) << ", S_ji = " << fmt(r.S_ji, 3) << "\n";
+}
+
+void run_scores_family(const ExpArgs& a, const LoadedLM& lm) {
+  const Arch& c = lm.model.arch;
+  an::check_head(lm.model, a.layer, a.head);
+  const auto ids = experiment_ids(lm, a.m);
+  const auto labels = token_labels(lm, ids);
+  const an::ScoresResult r = an::score_asymmetry(lm.model, ids, a.layer, a.head);
+  if (a.json) {
+    print_json(report::scores_json(r, labels));
+    return;
+  }
+  std::cout << family_line(c) << "\nlayer " << r.layer << ", head " << r.head << " (reads key/value head " << r.kv_head
+            << "): raw scores S = " << fmt(r.scale, 4) << "·q·kᵀ"
+            << (r.rotated ? " on the ROTATED q and k (R_i q_i)·(R_j k_j) (hook_rot_q / hook_rot_k)" : "")
+            << ", before " << (c.attn_softcap > 0 ? "the soft-cap, " : "") << "the mask and the softmax, " << r.T
+            << " tokens\n\n";
+  print_scores(r, labels);
+}
+
 void run_scores(const ExpArgs& a) {
+  if (const auto fam = family_model(a.m)) return run_scores_family(a, *fam);
   const LoadedModel lm = load_model_arg(a.m);
   an::check_head(lm.model, a.layer, a.head);
   const auto ids = experiment_ids(lm, a.m);
@@ -114,7 +219,35 @@ void run_scores(const ExpArgs& a) {
 
 // ---- swap ------------------------------------------------------------------------------------------
 
+void run_swap_family(const ExpArgs& a, const LoadedLM& lm) {
+  const Arch& c = lm.model.arch;
+  an::check_head(lm.model, a.layer, a.head);
+  const auto ids = experiment_ids(lm, a.m);
+  const an::SwapResult r = an::swap_query_key(lm.model, ids, a.layer, a.head);
+  if (a.json) {
+    print_json(report::swap_json(r));
+    return;
+  }
+  std::cout << family_line(c) << "\nlayer " << r.layer << ", head " << r.head << ", " << r.T << " tokens; S = "
+            << fmt(r.scale, 4) << "·q·kᵀ recomputed here from the model's own maps"
+            << (r.rotated ? ", q and k ROTATED to their positions (a swap exchanges the maps; each row keeps its position)"
+                          : "")
+            << " (max |S − model| " << fmt_sci(r.S_vs_model_max_abs) << ")\n\n";
+  report::Table t({"swap", "compared with", "‖·‖_F / ‖S‖_F", "max |diff|"});
+  t.add({std::string("Q ↔ K, matrix and bias") + (r.rotated ? " (rotated)" : ""), "Sᵀ", fmt_sci(r.full_vs_ST_rel),
+         fmt_sci(r.full_vs_ST_max_abs)});
+  t.add({"Q ↔ K, matrices only", "S", fmt(r.matrices_vs_S_rel, 4), ""});
+  t.add({"Q ↔ K, matrices only", "Sᵀ", fmt(r.matrices_vs_ST_rel, 4), r.has_bias ? "" : "(no biases: = the full swap)"});
+  t.add({"pattern of the full swap", "Aᵀ (A = softmax(mask(S)))", fmt(r.pattern_full_vs_AT_rel, 4), ""});
+  t.add({"pattern of the full swap", "A", fmt(r.pattern_full_vs_A_rel, 4), ""});
+  std::cout << t.str() << "\nThe full swap is an identity (the dot product commutes): it tests the slicing, not the model."
+            << (r.has_bias ? "" : " This model has no Q/K biases, so swapping the matrices alone already is the full swap.")
+            << " Rows of A sum to 1, columns do not (max |column sum − 1| = " << fmt(r.column_sum_max_dev, 3)
+            << "), so no transpose survives the mask and the softmax.\n";
+}
+
 void run_swap(const ExpArgs& a) {
+  if (const auto fam = family_model(a.m)) return run_swap_family(a, *fam);
   const LoadedModel lm = load_model_arg(a.m);
   an::check_head(lm.model, a.layer, a.head);
   const auto ids = experiment_ids(lm, a.m);
@@ -149,13 +282,15 @@ struct HeadsArgs {
 using report::repeated_length;
 
 void run_heads(const HeadsArgs& a) {
-  const LoadedModel lm = load_model_arg(a.e.m);
-  const GPT2Config& c = lm.model.config;
+  const auto fam = family_model(a.e.m);
+  std::optional<LoadedModel> gpt2;
+  if (!fam) gpt2 = load_model_arg(a.e.m);
+  const GPT2Config c = fam ? shape_of(fam->model.arch) : gpt2->model.config;
   const int n = repeated_length(c, a.n, a.bos, 1);
   std::vector<int> text;
-  if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = input_ids(lm, a.e.m);
+  if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = fam ? input_ids(*fam, a.e.m) : input_ids(*gpt2, a.e.m);
   const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
-  an::HeadScan scan = an::scan_heads(lm.model, seqs, n, a.bos, text);
+  an::HeadScan scan = fam ? an::scan_heads(fam->model, seqs, n, a.bos, text) : an::scan_heads(gpt2->model, seqs, n, a.bos, text);
   auto key = [&](const an::HeadScores& s) {
     return a.sort == "previous" ? s.previous_token : a.sort == "duplicate" ? s.duplicate_token : s.induction;
   };
@@ -165,6 +300,8 @@ void run_heads(const HeadsArgs& a) {
     print_json(report::heads_json(scan, n, a.batch, a.seed, a.bos));
     return;
   }
+  if (fam) std::cout << family_line(fam->model.arch) << "; patterns from the forward's hook_pattern (its own mask"
+                     << (fam->model.arch.window.empty() ? "" : " and windows") << ")\n";
   std::cout << a.batch << " random sequences of " << n << " tokens, each repeated twice (seed " << a.seed
             << (a.bos >= 0 ? ", BOS " + std::to_string(a.bos) : std::string()) << ")"
             << (scan.has_text ? "; and the given text (" + std::to_string(scan.text_tokens) + " tokens)" : "")
@@ -190,15 +327,25 @@ void run_heads(const HeadsArgs& a) {
 // ---- ablate ----------------------------------------------------------------------------------------
 
 void run_ablate(const HeadsArgs& a) {
-  const LoadedModel lm = load_model_arg(a.e.m);
-  an::check_head(lm.model, a.e.layer, a.e.head);
-  const int n = repeated_length(lm.model.config, a.n, a.bos, 2);
-  const auto seqs = an::repeated_random_tokens(lm.model.config.vocab_size, n, a.batch, a.seed, a.bos);
-  const an::AblationResult r = an::ablate_head(lm.model, seqs, n, a.bos, a.e.layer, a.e.head);
+  const auto fam = family_model(a.e.m);
+  std::optional<LoadedModel> gpt2;
+  if (!fam) gpt2 = load_model_arg(a.e.m);
+  if (fam) an::check_head(fam->model, a.e.layer, a.e.head);
+  else an::check_head(gpt2->model, a.e.layer, a.e.head);
+  const GPT2Config c = fam ? shape_of(fam->model.arch) : gpt2->model.config;
+  const int n = repeated_length(c, a.n, a.bos, 2);
+  const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
+  const an::AblationResult r = fam ? an::ablate_head(fam->model, seqs, n, a.bos, a.e.layer, a.e.head)
+                                   : an::ablate_head(gpt2->model, seqs, n, a.bos, a.e.layer, a.e.head);
   if (a.e.json) {
     print_json(report::ablate_json(r, a.seed));
     return;
   }
+  if (fam)
+    std::cout << family_line(fam->model.arch) << "; edits through the forward's hooks: QK = the head's rows of "
+              << "hook_pattern made uniform over its visible keys, OV = the head's slice of hook_z zeroed (z = A·v"
+              << (fam->model.arch.n_kv < fam->model.arch.H ? "; the group's shared v stays for the other heads" : "")
+              << ")\n";
   std::cout << "layer " << r.layer << ", head " << r.head << "; " << r.batch << " random sequences of " << r.n
             << " tokens repeated twice (seed " << a.seed << "). Loss: mean cross-entropy on the repeated half "
             << "(first half, intact: " << fmt(r.loss_first_half, 4) << ").\n\n";
@@ -206,9 +353,10 @@ void run_ablate(const HeadsArgs& a) {
   t.add({"intact", fmt(r.loss_intact, 4), "", "0"});
   t.add({"QK ablated: uniform pattern over j ≤ i", fmt(r.loss_qk, 4), fmt(r.loss_qk - r.loss_intact, 4),
          fmt_sci(r.qk_pattern_max_abs_diff)});
-  t.add({"OV ablated: values zeroed", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
+  t.add({fam ? "OV ablated: z zeroed" : "OV ablated: values zeroed", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
          fmt_sci(r.ov_pattern_max_abs_diff) + (r.ov_pattern_max_abs_diff == 0 ? " (identical)" : " (CHANGED)")});
-  std::cout << t.str() << "\nre-run forward without an edit vs the model's: max |Δ logits| "
+  std::cout << t.str() << (fam ? "\nhooked forward without an edit vs the plain (fused) forward: max |Δ logits| "
+                                 : "\nre-run forward without an edit vs the model's: max |Δ logits| ")
             << fmt_sci(r.intact_vs_model_max_abs) << "\n";
 }
 
@@ -222,17 +370,31 @@ struct CircuitsArgs {
 };
 
 void run_circuits(CircuitsArgs a) {
-  const LoadedModel lm = load_model_arg(a.e.m);
   a.o.fold_ln = !a.no_fold;
-  const an::CircuitsResult r = an::circuits(lm.model, a.o);
+  const auto fam = family_model(a.e.m);
+  an::CircuitsResult r;
+  if (fam) {
+    r = an::circuits(fam->model, a.o);
+  } else {
+    const LoadedModel lm = load_model_arg(a.e.m);
+    r = an::circuits(lm.model, a.o);
+  }
   const an::CompositionBaseline& b = r.baseline;
   if (a.e.json) {
     print_json(report::circuits_json(r));
     return;
   }
-  std::cout << "Per head (" << (r.options.fold_ln ? "ln_1 and ln_f weights folded in" : "raw weights")
-            << "): QK = W_Q W_Kᵀ, OV = W_V W_O, both from their [dh, dh] factors; copying = Σλ/Σ|λ| of "
-               "W_E·OV·W_U (1 = copies the token it attends to).\n\n";
+  if (fam) {
+    const Arch& c = fam->model.arch;
+    std::cout << family_line(c) << "\nPer query head h (" << (r.options.fold_ln ? "the norms' multipliers folded in" : "raw weights")
+              << "): QK = W_Q^h W_K^gᵀ" << (c.rotary() ? " at offset 0 (with rotary it is W_Q^h R_Δ W_K^gᵀ: see qkv tour's qk_circuit_position_dependent)" : "")
+              << ", OV = W_V^g W_O^h, g = h / " << c.H / c.n_kv
+              << " its key/value head; both from [dh, dh] factors; copying = Σλ/Σ|λ| of W_E·OV·W_U (1 = copies the token it attends to).\n\n";
+  } else {
+    std::cout << "Per head (" << (r.options.fold_ln ? "ln_1 and ln_f weights folded in" : "raw weights")
+              << "): QK = W_Q W_Kᵀ, OV = W_V W_O, both from their [dh, dh] factors; copying = Σλ/Σ|λ| of "
+                 "W_E·OV·W_U (1 = copies the token it attends to).\n\n";
+  }
   report::Table t({"layer.head", "‖QK‖_F", "QK antisym share", "‖OV‖_F", "OV copying"});
   for (const auto& c : r.heads)
     t.add({std::to_string(c.layer) + "." + std::to_string(c.head), fmt(c.qk_norm, 3), fmt(c.qk_antisym_share, 3),
@@ -260,6 +422,20 @@ void run_circuits(CircuitsArgs a) {
       c.add({std::to_string(sorted[j].l1) + "." + std::to_string(sorted[j].h1),
              std::to_string(sorted[j].l2) + "." + std::to_string(sorted[j].h2), fmt(sorted[j].*field, 3),
              fmt(sorted[j].*field - means[i], 3)});
+    std::cout << c.str();
+  }
+  if (!r.group_compositions.empty()) {
+    auto sorted = r.group_compositions;
+    std::cout << "\nGrouped-query attention: " << r.H << " query heads share " << r.n_kv
+              << " key/value lenses, so an earlier head's write into a group's key or value lens is ONE number per group: "
+                 "‖OV1·W_K^g‖/(‖OV1‖‖W_K^g‖) (K) and the same with W_V^g (V); random factors: K "
+              << fmt(b.kg_mean, 3) << " ± " << fmt(b.kg_std, 3) << ", V " << fmt(b.vg_mean, 3) << " ± " << fmt(b.vg_std, 3)
+              << ".\n";
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.k > y.k; });
+    report::Table c({"from", "into group", "K (group)", "V (group)"});
+    for (size_t j = 0; j < sorted.size() && j < size_t(a.top); j++)
+      c.add({std::to_string(sorted[j].l1) + "." + std::to_string(sorted[j].h1),
+             std::to_string(sorted[j].l2) + ".kv" + std::to_string(sorted[j].g2), fmt(sorted[j].k, 3), fmt(sorted[j].v, 3)});
     std::cout << c.str();
   }
 }

@@ -1,5 +1,6 @@
 // qkv tour — every claim of the seeds measured on one model: a verdict per claim by a stated criterion,
 // printed as a table (or JSON), and DIR/index.html with the pictures.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -28,6 +29,7 @@ struct TourArgs {
   bool json = false, quiet = false;
   int n = 0, batch = 4, bos = -2;
   uint64_t seed = 0;
+  std::string compare;  // --compare DIR: a second model, toured the same way, side by side
 };
 
 // Wraps `s` to `width` columns (by code points), continuation lines indented by `indent` spaces.
@@ -101,7 +103,79 @@ void run_family_tour(const TourArgs& a, const LoadedLM& lm) {
             << report::fmt(r.seconds, 1) << " s). Report: " << html << "\n";
 }
 
+// One model's tour, whichever path runs it (the GPT-2 tour or the family tour), for --compare: its
+// claims, its own report page and its JSON, printed by the caller.
+struct Side {
+  report::TourSide side;
+  nlohmann::json json;
+  std::string summary;
+};
+
+Side tour_side(const TourArgs& a, const std::string& path) {
+  ModelArgs m = a.m;
+  m.model = path;
+  Side s;
+  {
+    const LoadedLM fam = load_lm_arg(m);
+    s.side.model = fam.path, s.side.family = fam.model.arch.model_type;
+    if (fam.model.arch.model_type != "gpt2") {
+      an::FamilyTourOptions o;
+      o.seed = a.seed;
+      if (!m.tokens.empty() || !m.text.empty()) o.text_ids = input_ids(fam, m);
+      const an::FamilyTourResult r = an::family_tour(fam.model, o);
+      s.side.claims = r.claims;
+      s.side.page = report::family_tour_page(r, fam.model.arch, fam.path);
+      s.json = report::family_tour_json(r, fam.path, fam.model.arch);
+      s.summary = std::to_string(r.held_count()) + " of " + std::to_string(r.applicable_count()) + " applicable claims hold";
+      return s;
+    }
+  }
+  const LoadedModel lm = load_model_arg(m);
+  std::vector<int> ids;
+  if (!m.tokens.empty() || !m.text.empty()) ids = input_ids(lm, m);
+  report::TourInput in = report::tour_input(lm.model.config, lm.tokenizer ? &*lm.tokenizer : nullptr, ids, m.text, a.bos,
+                                            a.n, a.batch, a.seed);
+  const an::TourResult r = an::tour(lm.model, in.options);
+  report::TourReportInfo info;
+  info.model = lm.path;
+  info.labels = token_labels(lm, in.options.text_ids);
+  info.text = in.text;
+  s.side.claims = r.claims;
+  s.side.page = report::tour_page(r, info);
+  s.json = report::tour_json(r, lm.path, info.labels, "");
+  size_t na = 0;
+  for (const auto& cl : r.claims) na += !cl.applies;
+  s.summary = std::to_string(r.held_count()) + " of " + std::to_string(r.claims.size() - na) + " applicable claims hold";
+  return s;
+}
+
+void run_compare(const TourArgs& a) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec)) data_error(a.out + ": exists and is not a directory");
+  const Side x = tour_side(a, a.m.model), y = tour_side(a, a.compare);
+  const std::string html = report::write_page_in_dir(report::compare_page(x.side, y.side), a.out);
+  if (a.json) {
+    print_json({{"models", {x.json, y.json}}, {"report", html}});
+    return;
+  }
+  auto verdict = [](const std::vector<an::Claim>& cs, const std::string& id) -> std::string {
+    for (const auto& c : cs)
+      if (c.id == id) return !c.applies ? "n/a" : c.held ? "holds" : "does not hold";
+    return "-";
+  };
+  std::vector<std::string> ids;
+  for (const auto* cs : {&x.side.claims, &y.side.claims})
+    for (const auto& c : *cs)
+      if (std::find(ids.begin(), ids.end(), c.id) == ids.end()) ids.push_back(c.id);
+  report::Table t({"claim", x.side.model + " (" + x.side.family + ")", y.side.model + " (" + y.side.family + ")"});
+  for (const auto& id : ids) t.add({id, verdict(x.side.claims, id), verdict(y.side.claims, id)});
+  std::cout << "qkv tour: " << x.side.model << " beside " << y.side.model << "\n\n" << t.str() << "\n" << x.side.model
+            << ": " << x.summary << "; " << y.side.model << ": " << y.summary << ". Report: " << html << "\n";
+}
+
 void run_tour(const TourArgs& a) {
+  if (!a.compare.empty()) return run_compare(a);
   {
     const LoadedLM fam = load_lm_arg(a.m);
     if (fam.model.arch.model_type != "gpt2") return run_family_tour(a, fam);
@@ -168,6 +242,9 @@ void register_tour(CLI::App& app) {
   cmd->add_option("--bos", a->bos, "token prepended to the repeated sequences, -1 for none (default: <|endoftext|> if the tokenizer has it)")
       ->check(CLI::Range(-1, 1 << 30));
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
+  cmd->add_option("--compare", a->compare,
+                  "a second model (any family) toured the same way: both verdicts per claim, and one report with the two "
+                  "side by side");
   cmd->callback([a] { run_tour(*a); });
 }
 

@@ -2,8 +2,10 @@
 // repeated random sequences, the loss on the repeated half with one head intact, with its pattern made
 // uniform (QK ablated) and with its values zeroed (OV ablated: the pattern must stay identical).
 #pragma once
+#include <string>
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv::analysis {
@@ -17,10 +19,16 @@ struct AblationResult {
   double intact_vs_model_max_abs = 0;  // the re-run forward without an edit vs the model's forward (logits)
   double ov_pattern_max_abs_diff = 0;  // the head's pattern with OV ablated vs intact: must be 0
   double qk_pattern_max_abs_diff = 0;  // with QK ablated vs intact: the pattern did change
+  std::string family;                  // "" on the GPT-2 path
 };
 
 // repeated: sequences [bos?] r r with |r| = n (see repeated_random_tokens); bos >= 0 when one leads.
 AblationResult ablate_head(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos, int layer,
+                           int head);
+// Any family, via the forward's hooks (forward_with_intervention(const Model&, …)): OV ablated = the
+// head's z zeroed (under GQA its group's shared values stay for the other heads). intact_vs_model_max_abs
+// compares the hooked run with a plain run() (which may take the fused kernel: ~1e-6, not bit for bit).
+AblationResult ablate_head(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos, int layer,
                            int head);
 
 }  // namespace qkv::analysis

@@ -4,9 +4,11 @@
 // the small factors: no [d, d] circuit matrix and no [V, V] matrix is ever formed.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "qkv/analysis/matrix.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv::analysis {
@@ -36,6 +38,16 @@ struct Composition {
 struct CompositionBaseline {  // the same scores for Gaussian factors of the same shapes
   int samples = 0;
   double q_mean = 0, q_std = 0, k_mean = 0, k_std = 0, v_mean = 0, v_std = 0;
+  double kg_mean = 0, kg_std = 0, vg_mean = 0, vg_std = 0;  // GroupComposition's scores (family path, GQA only)
+};
+
+// Grouped-query attention: the heads of a KV group g share one key lens W_K^g and one value lens W_V^g, so
+// what an earlier head writes into them is ONE number per group, whatever query head later reads:
+// k = ‖OV1 · W_K^g‖_F / (‖OV1‖_F ‖W_K^g‖_F), v likewise with W_V^g (the per-head K- and V-composition
+// scores still differ within a group, through each head's W_Q and W_O).
+struct GroupComposition {
+  int l1 = 0, h1 = 0, l2 = 0, g2 = 0;
+  double k = 0, v = 0;
 };
 
 // The composition scores of `samples` Gaussian factor sets of these shapes (std::mt19937_64 seeded with seed).
@@ -46,6 +58,7 @@ struct CircuitsOptions {
   bool copying = true;    // needs W_Uᵀ W_E, one [d, d] product over the vocabulary
   int baseline_samples = 32;
   uint64_t seed = 0;
+  int target_layer = -1;  // family path: >= 0 computes only the compositions INTO that layer (the tour's)
 };
 
 struct CircuitsResult {
@@ -53,8 +66,19 @@ struct CircuitsResult {
   std::vector<HeadCircuit> heads;          // layer-major
   std::vector<Composition> compositions;   // every (l1, h1) → (l2, h2) with l1 < l2
   CompositionBaseline baseline;
+  // Set by the family path (any Model):
+  std::string family;                          // "" on the GPT-2 path
+  int H = 0, n_kv = 0;
+  std::vector<GroupComposition> group_compositions;  // GQA only (n_kv < H): every (l1, h1) → (l2, group)
 };
 
 CircuitsResult circuits(const GPT2& model, const CircuitsOptions& options = {});
+
+// Any family, from the model's own maps (head_weights(const Model&, …)): query head h's QK circuit is
+// W_Q^h W_K^gᵀ with g = h / (H / n_kv) — at offset 0; with rotary it is W_Q^h R_Δ W_K^gᵀ (the tour's
+// qk_circuit_position_dependent) — its OV circuit W_V^g W_O^h. fold_ln folds the first norm's multiplier
+// (w, or Gemma's 1 + w) into the maps and the final norm's into W_U; W_U is lm_head (or the tied embedding).
+// Every score from [dh, dh] factors: no [d, d] circuit and no [V, V] matrix is formed.
+CircuitsResult circuits(const Model& model, const CircuitsOptions& options = {});
 
 }  // namespace qkv::analysis

@@ -28,7 +28,9 @@ struct FamilyTourResult {
   std::vector<std::vector<float>> patterns;
   std::vector<double> S;
   std::vector<int> offsets;
-  std::vector<double> offset_score;
+  std::vector<double> offset_score;          // key at position 0, query at the offset
+  std::vector<double> offset_score_shifted;  // the same pair, key at position offset_shift (same offsets)
+  int offset_shift = 0;
   double seconds = 0;
   int held_count() const;
   int applicable_count() const;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv::analysis {
@@ -46,6 +47,9 @@ struct HeadScan {
 
 // repeated: sequences of the form [bos?] r r with |r| = n. text: may be empty.
 HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                    const std::vector<int>& text);
+// Any family: the same scores from the forward's own hook_pattern (the model's mask and window included).
+HeadScan scan_heads(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                     const std::vector<int>& text);
 
 }  // namespace qkv::analysis

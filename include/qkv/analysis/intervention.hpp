@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv::analysis {
@@ -24,5 +25,12 @@ struct InterventionRun {
 };
 
 InterventionRun forward_with_intervention(const GPT2& model, const std::vector<int>& ids, const HeadIntervention& iv);
+
+// Any family, through the one forward's hook points (lm.hpp): Pattern rewrites the head's rows of
+// blocks.L.attn.hook_pattern to the uniform pattern over its visible keys (j <= i, inside the layer's
+// window); Values zeroes the head's slice of blocks.L.attn.hook_z — z_h = A_h·v, so this is the head's
+// values zeroed, without touching the key/value head its GQA group shares with the other query heads.
+// The pattern is hooked in every run (mode None included), so all three take the same materialised path.
+InterventionRun forward_with_intervention(const Model& model, const std::vector<int>& ids, const HeadIntervention& iv);
 
 }  // namespace qkv::analysis

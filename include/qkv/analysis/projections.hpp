@@ -2,8 +2,10 @@
 // compare with the model's own forward, and measure the two traps (raw row, dropped bias).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv::analysis {
@@ -27,8 +29,19 @@ struct ProjectionResult {
   // is measured too, as ‖wrong − true‖/‖true‖, to show the check can fail.
   double heads_max_abs_diff = 0;
   double interleaved_cut_rel = 0;
+  // Set by the family path (any Model): the family, where its Q/K/V live, its norm, K/V heads, biases.
+  std::string family;        // "" on the GPT-2 path
+  std::string layout, norm;  // e.g. "separate q_proj / k_proj / v_proj", "RMSNorm"
+  int n_kv = 0;
+  bool has_bias = true;
 };
 
 ProjectionResult project(const GPT2& model, const std::vector<int>& ids, int layer);
+
+// The same check on a model of any family: the norm written out here (LayerNorm, RMSNorm, Gemma's
+// x̂·(1 + w)) and the model's own Q/K/V maps (qkv_maps undoes the fused layouts), against its forward's
+// ln1.hook_normalized and hook_q / hook_k / hook_v (before rotation). weight_shape: the stored tensor
+// that holds Q (the fused one, or q_proj); k and v have n_kv heads; the bias trap is 0 without biases.
+ProjectionResult project(const Model& model, const std::vector<int>& ids, int layer);
 
 }  // namespace qkv::analysis

@@ -28,6 +28,8 @@ class HtmlPage {
   void add_raw(const std::string& html);
 
   const std::string& title() const { return title_; }
+  // Everything added so far, without the document around it (for a page that embeds another's sections).
+  const std::string& body() const { return body_; }
   std::string str() const;
   // Writes str() atomically (temporary file in the same directory, then rename). On failure throws
   // qkv::Error "<path>: …" and leaves neither a partial file nor a temporary one.
