@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
@@ -16,6 +17,7 @@
 #include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
 #include "qkv/gradcheck.hpp"
+#include "qkv/lm_train.hpp"
 
 namespace qkv::analysis {
 namespace {
@@ -32,6 +34,92 @@ constexpr double kNeitherRel = 0.01;  // as the GPT-2 tour: the matrices-only sw
 constexpr double kPatternRel = 0.1;   // as the GPT-2 tour: the swapped pattern is not Aᵀ    // an ablation raises the repeated-half loss by >= 0.01 nats
 
 using detail::Builder;
+std::string num(double v);
+
+// The architecture in miniature: the same kinds (norm, rotary pairing and fraction, GQA ratio, Q/K/V layout,
+// biases, MLP, windows, soft-caps, post-norms, residual, tying) at d = 16, 2 layers, dh = 4, 24 tokens.
+Arch miniature(const Arch& a) {
+  Arch s = a;
+  s.vocab_size = 24, s.d = 16, s.n_layer = 2, s.n_ctx = 16;
+  const int g = std::max(1, a.H / std::max(1, a.n_kv));
+  s.n_kv = std::min(a.n_kv, 2);
+  s.H = s.n_kv * std::min(g, 2);
+  // head_dim tied to d / H where the family ties it (fused Q/K/V layouts), else 4 (not d / H, as Gemma's)
+  s.dh = a.qkv_layout != QkvLayout::Separate || a.H * a.dh == a.d ? s.d / s.H : 4;
+  if (a.rotary()) s.rotary_dim = std::max(2, 2 * int(std::lround(0.5 * s.dh * a.rotary_dim / a.dh)));
+  if (a.d_ff) s.d_ff = 24;
+  if (std::abs(a.attn_scale - 1 / std::sqrt(double(a.dh))) < 1e-12) s.attn_scale = 1 / std::sqrt(double(s.dh));
+  s.window.clear();
+  if (!a.window.empty())
+    for (int l = 0; l < s.n_layer; l++) s.window.push_back(a.window_of(l % a.n_layer) > 0 ? 3 : 0);
+  return s;
+}
+
+Claim gradcheck_model(const Arch& a, uint64_t seed) {
+  Builder bd("gradcheck_model", "seed 004",
+             "This model's own backward (its norms, rotation, head layout, MLP) matches finite differences.");
+  const Arch s = miniature(a);
+  LmLayout L;
+  try {
+    s.validate("the miniature");
+    L = lm_layout(s);
+  } catch (const Error& e) {
+    return bd.na(std::string("no miniature of this architecture: ") + e.what());
+  }
+  // Parameters large enough that every path matters: matrices N(0, 0.3), norm weights 1 + N(0, 0.2)
+  // (Gemma's 1 + w: N(0, 0.2)), other vectors N(0, 0.2).
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N(0, 1);
+  std::vector<double> p(size_t(L.size));
+  for (size_t i = 0; i < L.table.size(); i++) {
+    const TensorSpec& t = L.table[i];
+    int64_t n = 1;
+    for (int64_t x : t.shape) n *= x;
+    const bool norm_w = t.role == "ln1_w" || t.role == "ln2_w" || t.role == "lnf_w" || t.role == "post_attn_w" ||
+                        t.role == "post_mlp_w";
+    const double base = norm_w && s.norm != NormKind::RMSNormPlusOne ? 1.0 : 0.0;
+    const double sd = t.shape.size() == 2 ? 0.3 : 0.2;
+    for (int64_t j = 0; j < n; j++) p[size_t(L.offset[i] + j)] = base + sd * N(rng);
+  }
+  const std::vector<int> ids = {3, 17, 5, 3, 17, 9, 0, 23}, targets = {17, 5, -1, 17, 9, 2, 23, 1};
+  LmActs<double> acts;
+  auto loss = [&] {
+    lm_train_forward(L, p.data(), ids, acts);
+    return lm_cross_entropy(acts.logits, targets, s.vocab_size);
+  };
+  std::vector<double> g(size_t(L.size), 0.0);
+  lm_train_forward(L, p.data(), ids, acts);
+  lm_train_backward(L, p.data(), targets, acts, g.data());
+  // Up to 6 coordinates of every tensor, spread over it: (f(p + h) − f(p − h)) / 2h with h = 1e-6.
+  double worst = 0, scale = 0;
+  int checked = 0;
+  for (size_t i = 0; i < L.table.size(); i++) {
+    int64_t n = 1;
+    for (int64_t x : L.table[i].shape) n *= x;
+    for (int k = 0; k < 6 && k < n; k++) {
+      const size_t j = size_t(L.offset[i] + (n <= 6 ? k : (k * 7919 + 13) % n));
+      const double keep = p[j], h = 1e-6;
+      p[j] = keep + h;
+      const double up = loss();
+      p[j] = keep - h;
+      const double down = loss();
+      p[j] = keep;
+      const double num = (up - down) / (2 * h);
+      worst = std::max(worst, std::abs(num - g[j]));
+      scale = std::max(scale, std::abs(num));
+      checked++;
+    }
+  }
+  return bd.m("max_abs_error", worst).m("largest_gradient", scale).m("coordinates", checked)
+      .done(worst <= 1e-8 + 1e-6 * scale,
+            num(checked) + " coordinates of all " + num(double(L.table.size())) + " tensors of a " + s.model_type +
+                " in miniature (d 16, " + num(s.H) + "/" + num(s.n_kv) + " heads of " + num(s.dh) + ", 2 layers): max |analytic − central| " +
+                num(worst) + " (largest gradient " + num(scale) + ")",
+            "max error <= 1e-8 + 1e-6 × the largest gradient, in double",
+            "the family backward that `qkv train --arch` uses (src/model/lm_backward.cpp), on this architecture's "
+            "kinds at small sizes (the full model's parameters are too many for central differences)");
+}
+
 
 std::string num(double v) {
   char b[32];
@@ -476,9 +564,11 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
                                  "error < 1e-6 and row sums < 1e-12",
                                  "the attention head's backward (the op every family shares), not this model's; the family "
                                  "backward (rotary, RMSNorm, GQA, SwiGLU) is not gradchecked here yet"));
-    // TODO(merge, branch trainfam): when the family backward lands, add its central-difference check on
-    // THIS model here (e.g. a `gradcheck_family` claim from trainfam's checker, n/a for families it lacks).
   }
+
+  // gradcheck_model: THIS model's own backward (lm_train.hpp: its norm, positions, head layout, MLP,
+  // windows, soft-caps) on its architecture in miniature, against central differences in double.
+  r.claims.push_back(gradcheck_model(a, o.seed + 2));
 
   // ---- the circuit claims, on the family's own maps and hooks (circuits / ablate over Model) ------------
   const int nrep = n;  // the repeated sequences: [r | r], |r| = n, as the heads scan above

@@ -29,9 +29,9 @@ TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
       if (!c.applies) EXPECT_FALSE(c.note.empty()) << c.id << ": n/a without a reason";
       else EXPECT_FALSE(c.criterion.empty()) << c.id << ": a verdict without a criterion";
     }
-    for (const char* id : {"projections", "swap_full_transposes", "kv_cache_exact", "gradcheck"}) {
+    for (const char* id : {"projections", "swap_full_transposes", "kv_cache_exact", "gradcheck", "gradcheck_model"}) {
       ASSERT_TRUE(by_id.count(id)) << id;
-      EXPECT_TRUE(by_id[id]->applies && by_id[id]->held) << id << ": " << by_id[id]->summary;
+      EXPECT_TRUE(by_id[id]->applies && by_id[id]->held) << id << ": " << by_id[id]->summary << " " << by_id[id]->note;
     }
     for (const char* id : {"rope_relative", "rope_swap_transposes", "qk_circuit_position_dependent"}) {
       ASSERT_TRUE(by_id.count(id)) << id;
