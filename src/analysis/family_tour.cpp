@@ -13,6 +13,7 @@
 #include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/patching.hpp"
 #include "qkv/analysis/projections.hpp"
 #include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
@@ -672,6 +673,12 @@ FamilyTourResult family_tour(const Model& model, const FamilyTourOptions& o) {
         "ablating QK and ablating OV each raise the repeated-half loss by >= " + num(kLossRise) +
             " nats and the pattern is bit-identical under OV ablation",
         note));
+  }
+  // The causal claims (issue 16) by activation and path patching, as the GPT-2 tour measures them.
+  {
+    PatchingClaimsInput in{seqs, nrep, -1, o.seed, r.chosen, r.previous,
+                           r.chosen.valid() ? r.induction_score[size_t(cl) * H + ch] : 0.0};
+    for (Claim& c : patching_claims(model, in)) r.claims.push_back(std::move(c));
   }
   if (!a.qkv_bias) {
     r.claims.push_back(Builder("bias_trap", "seed 000", "Don't drop the bias.").na("this model has no Q/K/V biases"));

@@ -59,8 +59,8 @@ double induction_stripe(const float* A, int T, int n, int start) {
 
 }  // namespace
 
-void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<std::vector<int>>& seqs,
-                         TourResult& r) {
+std::vector<Claim> patching_claims(const Model& model, const PatchingClaimsInput& in) {
+  std::vector<Claim> out;
   const Claim qk0 =
       make("qk_where_v_what", "seed 000",
            "Q·K decides where attention goes, V decides what moves: patch the induction head's keys and its "
@@ -72,9 +72,11 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
   const Claim ov0 =
       make("ov_fault_separate", "seed 003",
            "A head whose pattern looks sensible but whose output is useless has a broken value–output pair.");
-  const int L = r.L, H = r.H, n = r.n, start = o.bos >= 0 ? 1 : 0;
-  const HeadRef ind = r.induction, prev = r.previous;
-  const double ind_score = ind.valid() ? r.heads.heads[size_t(ind.layer) * H + ind.head].induction : 0;
+  const Arch& a = model.arch;
+  const std::vector<std::vector<int>>& seqs = in.seqs;
+  const int L = a.n_layer, H = a.H, n = in.n, start = in.bos >= 0 ? 1 : 0;
+  const HeadRef ind = in.induction, prev = in.previous;
+  const double ind_score = ind.valid() ? in.induction_score : 0;
   std::string why;
   if (L < 2)
     why = "one layer: no earlier head for an induction head to compose with";
@@ -89,27 +91,35 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
       c.criterion = "applies to a model with an induction head (score ≥ " + num(kHeadScore) +
                     ") in a layer after the first";
       c.note = why;
-      r.claims.push_back(c);
+      out.push_back(c);
     }
-    return;
+    return out;
   }
-  const Model model = model_view(g);
-  const int T = int(seqs.at(0).size()), d = r.d, dh = r.dh, cl = ind.layer, ch = ind.head;
+  const int T = int(seqs.at(0).size()), d = a.d, dh = a.dh, cl = ind.layer, ch = ind.head;
   const std::string b = "blocks." + std::to_string(cl) + ".attn.";
   const std::string pat = b + "hook_pattern", zn = b + "hook_z", kn = b + "hook_k", vn = b + "hook_v";
   // corrupt: the first copy replaced by other random tokens; the second copy, where the loss is read, kept
-  const auto other = repeated_random_tokens(g.config.vocab_size, n, int(seqs.size()), o.seed + 7919, o.bos);
+  const auto other = repeated_random_tokens(a.vocab_size, n, int(seqs.size()), in.seed + 7919, in.bos);
   PatchMetric metric;
   metric.kind = PatchMetric::Kind::Loss;
   for (int p = start + n; p < start + 2 * n - 1; p++) metric.loss_positions.push_back(p);
-  // W_O's rows of the head [dh, d] and the unembedding (tied: wte [V, d]).
-  const float* WO = g.params.data() + g.layers[size_t(cl)].W_O + size_t(ch) * dh * d;
-  const float* WU = g.params.data() + g.wte;
+  // W_O's rows of the head [dh, d] (Conv1D [H·dh, d] or nn.Linear [d, H·dh]) and the unembedding W_U [V, d]
+  // (lm_head, or the embedding when tied).
+  std::vector<float> WO(size_t(dh) * d), WU(size_t(a.vocab_size) * d);
+  {
+    const Weight& w = model.blocks[size_t(cl)].wo;
+    std::vector<float> all(size_t(w.numel()));
+    w.read(0, w.numel(), all.data());
+    for (int e = 0; e < dh; e++)
+      for (int j = 0; j < d; j++)
+        WO[size_t(e) * d + j] = w.in_out ? all[(size_t(ch) * dh + e) * d + j] : all[size_t(j) * H * dh + size_t(ch) * dh + e];
+    (model.lm_head.present() ? model.lm_head : model.wte).read(0, int64_t(a.vocab_size) * d, WU.data());
+  }
   auto direct_logit = [&](const Tensor& z, const std::vector<int>& ids) {  // mean over loss positions
     double s = 0;
     for (int p : metric.loss_positions) {
       const float* zp = z.data() + (size_t(p) * H + ch) * dh;
-      const float* u = WU + size_t(ids[size_t(p) + 1]) * d;
+      const float* u = WU.data() + size_t(ids[size_t(p) + 1]) * d;
       for (int e = 0; e < dh; e++) {
         double w = 0;
         for (int j = 0; j < d; j++) w += double(WO[size_t(e) * d + j]) * u[j];
@@ -131,7 +141,7 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
     metric.targets.clear();
     for (int p : metric.loss_positions) metric.targets.push_back(clean[size_t(p) + 1]);
     auto loss = [&](const PatchedRun& x) {
-      return metric_value(metric, x.logits, T, g.config.vocab_size, T);
+      return metric_value(metric, x.logits, T, a.vocab_size, T);
     };
     const PatchedRun c = run_patched(model, clean, {}, keep);
     const PatchedRun k = run_patched(model, corrupt, {}, keep);
@@ -195,7 +205,7 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
                              num(s_clean - s_k) + " and the loss by " + num(rise_k) + " nats"
                        : "does not hold on this model: the values' patch raises the loss by only " +
                              num(rise_v) + " nats";
-    r.claims.push_back(c);
+    out.push_back(c);
   }
   // ---- k_composition_causal
   {
@@ -219,7 +229,7 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
       c.note = rise_k < kLossRise
                    ? "does not hold on this model: the receiver's key barely matters here"
                    : "does not hold on this model: the key's effect comes mostly through other paths";
-    r.claims.push_back(c);
+    out.push_back(c);
   }
   // ---- ov_fault_separate
   {
@@ -241,8 +251,16 @@ void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<
       c.note = v_pat_diff != 0
                    ? "the pattern changed: the patch is wrong"
                    : "does not hold on this model: the OV patch does not break the head's output enough";
-    r.claims.push_back(c);
+    out.push_back(c);
   }
+  return out;
+}
+
+void add_patching_claims(const GPT2& g, const TourOptions& o, const std::vector<std::vector<int>>& seqs,
+                         TourResult& r) {
+  PatchingClaimsInput in{seqs, r.n, o.bos, o.seed, r.induction, r.previous, 0.0};
+  if (r.induction.valid()) in.induction_score = r.heads.heads[size_t(r.induction.layer) * r.H + r.induction.head].induction;
+  for (Claim& c : patching_claims(model_view(g), in)) r.claims.push_back(std::move(c));
 }
 
 }  // namespace qkv::analysis

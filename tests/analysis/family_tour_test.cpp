@@ -151,3 +151,26 @@ TEST(FamilyTour, InductionCircuitHoldsOnTheTrainedModelThroughTheFamilyPath) {
 
 }  // namespace
 }  // namespace qkv::analysis
+
+namespace qkv::analysis {
+namespace {
+
+// The second bundled model (models/induction-llama: rotary, GQA 4/2, RMSNorm, SwiGLU) carries the
+// circuit the seeds describe, and the causal claims measure it by patching as on the GPT-2 model.
+TEST(FamilyTour, BundledLlamaHoldsTheCircuitAndTheCausalClaims) {
+  const Model m = load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction-llama");
+  const FamilyTourResult r = family_tour(m, {});
+  std::map<std::string, const Claim*> by_id;
+  for (const Claim& c : r.claims) by_id[c.id] = &c;
+  for (const char* id : {"previous_token_head", "induction_head", "k_composition", "qk_ov_fail_separately",
+                         "qk_where_v_what", "k_composition_causal", "ov_fault_separate", "gqa_shared_kv",
+                         "rope_relative", "kv_cache_exact", "gradcheck_model"}) {
+    ASSERT_TRUE(by_id.count(id)) << id;
+    EXPECT_TRUE(by_id[id]->applies && by_id[id]->held) << id << ": " << by_id[id]->summary << " " << by_id[id]->note;
+  }
+  EXPECT_EQ(r.previous.layer, 0);
+  EXPECT_EQ(r.chosen.layer, 1);
+}
+
+}  // namespace
+}  // namespace qkv::analysis
