@@ -16,6 +16,7 @@
 
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
+#include "qkv/io/gguf_family.hpp"
 
 namespace fs = std::filesystem;
 
@@ -327,6 +328,11 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
   const io::GgufMetadata& md = f.metadata();
   if (!md.has("tokenizer.ggml.model")) return std::nullopt;
   const std::string& model = md.get_string("tokenizer.ggml.model");
+  // SentencePiece-style, and byte-level BPE with another pre-tokenizer than GPT-2's: the families' path.
+  if (model == "llama" ||
+      (model == "gpt2" && md.has("tokenizer.ggml.pre") && md.get_string("tokenizer.ggml.pre") != "gpt-2" &&
+       md.get_string("tokenizer.ggml.pre") != "default"))
+    return gguf_hf_tokenizer(f);
   if (model != "gpt2")
     data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + model +
                "'; qkv reads the gpt2 (byte-level BPE) tokenizer only");

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "qkv/error.hpp"
+#include "qkv/io/gguf_family.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/safetensors.hpp"
@@ -401,9 +402,15 @@ Model load_lm(const std::string& path) {
                dtype_summary(m) + ")";
     return m;
   }
-  // llm.c .bin (and GGUF, where load_model reads it): GPT-2 read into memory of its own.
-  if (ends_with(path, ".bin") || ends_with(path, ".gguf")) return from_gpt2(load_model(path), path);
-  usage_error(path + ": unknown model format; expected a directory, a .safetensors file or an llm.c .bin file");
+  // GGUF: llama.cpp's gpt2 through the GPT-2 loader; llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
+  if (ends_with(path, ".gguf")) {
+    const io::GgufFile f = io::GgufFile::open(path);
+    if (f.metadata().get_string("general.architecture") != "gpt2") return load_gguf_lm(path);
+    return from_gpt2(load_model(path), path);
+  }
+  // llm.c .bin: GPT-2 read into memory of its own.
+  if (ends_with(path, ".bin")) return from_gpt2(load_model(path), path);
+  usage_error(path + ": unknown model format; expected a directory, a .safetensors file, an llm.c .bin file or a .gguf file");
 }
 
 }  // namespace qkv
