@@ -335,7 +335,7 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
     return gguf_hf_tokenizer(f);
   if (model != "gpt2")
     data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + model +
-               "'; qkv reads the gpt2 (byte-level BPE) tokenizer only");
+               "'; qkv reads the gpt2 (byte-level BPE) and llama (SentencePiece) tokenizers");
   std::vector<std::string> tokens = md.get_string_array("tokenizer.ggml.tokens");
   if (md.has("tokenizer.ggml.token_type")) {
     const io::GgufArray& types = md.get_array("tokenizer.ggml.token_type", io::GgufType::INT32);
