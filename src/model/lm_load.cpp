@@ -410,7 +410,7 @@ Model load_lm(const std::string& path) {
   }
   // llm.c .bin: GPT-2 read into memory of its own.
   if (ends_with(path, ".bin")) return from_gpt2(load_model(path), path);
-  usage_error(path + ": unknown model format; expected a directory, a .safetensors file, an llm.c .bin file or a .gguf file");
+  usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");
 }
 
 }  // namespace qkv
