@@ -121,7 +121,17 @@ void permute_rows(const T* src, T* dst, int64_t rows, int64_t cols, int heads, b
 void check_finite(const Weight& w, const std::string& file) {
   const int64_t n = w.numel();
   int64_t bad = -1;
-  if (w.type == WeightType::F32) {
+  if (w.type == WeightType::GGML) {  // dequantized a chunk of rows at a time, never whole
+    const int64_t row = w.shape.size() > 1 ? w.numel() / w.shape[0] : n;
+    const int64_t step = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(row, 1)) * row;
+    std::vector<float> buf(size_t(std::min(step, n)));
+    for (int64_t b = 0; b < n && bad < 0; b += step) {
+      const int64_t k = std::min(step, n - b);
+      w.read(b, k, buf.data());
+      for (int64_t i = 0; i < k && bad < 0; i++)
+        if (!std::isfinite(buf[size_t(i)])) bad = b + i;
+    }
+  } else if (w.type == WeightType::F32) {
     const auto* p = static_cast<const uint32_t*>(w.data);
     for (int64_t i = 0; i < n && bad < 0; i++)
       if ((p[i] & 0x7f800000u) == 0x7f800000u) bad = i;
@@ -274,7 +284,7 @@ Model load_gguf_lm(const std::string& path) {
                " metadata)");
   }
   std::map<std::string, int> type_count;
-  bool permuted = false;
+  bool permuted = false, quantized = false;
   for (size_t i = 0; i < m.table.size(); ++i) {
     const TensorSpec& s = m.table[i];
     const io::GgufTensorInfo& t = *found[i];
@@ -304,8 +314,8 @@ Model load_gguf_lm(const std::string& path) {
       }
       w->type = t.type == GgmlType::F32 ? WeightType::F32 : t.type == GgmlType::F16 ? WeightType::F16 : WeightType::BF16;
       permuted = true;
-    } else {
-      // Quantized (or unaligned): dequantized once into fp32 of our own.
+    } else if (plain) {
+      // Unaligned F32/F16/BF16 (a general.alignment below 4): copied once into fp32 of our own.
       auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
       f.read_f32(t, owned->data());
       if (heads > 0) {
@@ -316,6 +326,21 @@ Model load_gguf_lm(const std::string& path) {
       w->data = owned->data();
       w->type = WeightType::F32;
       m.keep_alive.push_back(owned);
+    } else {
+      // Quantized: kept as stored (any alignment), dequantized per use; llama's Q/K rows (whole blocks)
+      // moved back into Hugging Face's order as bytes.
+      w->type = WeightType::GGML;
+      w->ggml_type = uint32_t(t.type);
+      quantized = true;
+      w->data = t.data;
+      if (heads > 0) {
+        const int64_t row_bytes = int64_t(t.nbytes) / rows;
+        auto owned = std::make_shared<std::vector<unsigned char>>(size_t(t.nbytes));
+        permute_rows(t.data, owned->data(), rows, row_bytes, heads, false);
+        w->data = owned->data();
+        m.keep_alive.push_back(owned);
+        permuted = true;
+      }
     }
     check_finite(*w, path);
     m.index[s.name] = i;
@@ -327,6 +352,8 @@ Model load_gguf_lm(const std::string& path) {
   if (permuted)
     m.source += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on load: "
                 "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
+  if (quantized)
+    m.source += "; quantized tensors kept as stored and dequantized per use";
   if (g == "gemma" || g == "gemma2")
     m.source += "; norm weights stored as 1 + w (llama.cpp's converter) and used as plain RMSNorm gains";
   m.source += ")";

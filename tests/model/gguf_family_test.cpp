@@ -95,8 +95,9 @@ TEST(GgufFamily, F32RoundTripIsBitExactForEveryFamily) {
       const auto la = logits(hf, ids), lb = logits(gg, ids);  // the fused path too
       EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4));
       EXPECT_NE(gg.source.find("GGUF v3, " + gg.arch.model_type), std::string::npos) << gg.source;
-      if (fam == "llama" || fam == "mistral")
+      if (fam == "llama" || fam == "mistral") {
         EXPECT_NE(gg.source.find("un-permuted on load"), std::string::npos) << gg.source;
+      }
     }
   }
 }
@@ -227,7 +228,13 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
       EXPECT_LE(worst, 1.0) << s.name << ": worst error / bound";
       EXPECT_GT(worst, 0.0) << s.name << ": not quantized at all?";
     }
-    EXPECT_GE(quantized, 4 * hf.arch.n_layer + 1);  // Q, K, V, O, MLP matrices and the embedding
+    EXPECT_GE(quantized, 4 * hf.arch.n_layer + 1);
+    // Quantized tensors stay quantized in memory (dequantized per use), llama's permuted W_Q/W_K too.
+    const Weight& wq = gg.blocks[1].wq.present() ? gg.blocks[1].wq : gg.blocks[1].wqkv;
+    EXPECT_EQ(wq.type, WeightType::GGML);
+    EXPECT_EQ(weight_type_name(wq), "Q8_0");
+    EXPECT_EQ(weight_type_name(gg.blocks[1].ln1_w), "F32");
+    EXPECT_NE(gg.source.find("quantized tensors kept as stored"), std::string::npos) << gg.source;  // Q, K, V, O, MLP matrices and the embedding
     const std::vector<int> ids = ids_for(hf);
     const auto la = logits(hf, ids), lb = logits(gg, ids);
     double mx = 0, range = 0;
@@ -235,6 +242,28 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
     std::printf("[ gguf q8_0 ] %-8s logits max |diff| %.3g (largest |logit| %.3g)\n", fam.c_str(), mx, range);
     EXPECT_GT(mx, 0.0);
     EXPECT_LT(mx, 0.05 * range);  // a few percent of the range (Q8_0 moves each weight by < 0.4 % of its block's max)
+  }
+}
+
+TEST(GgufFamily, QuantizedWeightsReadAnyRange) {
+  Tmp tmp;
+  const Model hf = load_lm(make_hf(tmp, "qwen2"));
+  for (const char* t : {"q8_0", "q4_0", "q6_k", "q4_k"}) {
+    save_gguf_lm(hf, "", tmp("m.gguf"), *io::parse_ggml_type(t));
+    const Model m = load_lm(tmp("m.gguf"));
+    const Weight& w = m.blocks[0].w_down;  // [64, 160]: rows of 160, 5 Q8_0/Q4_0 blocks
+    ASSERT_EQ(w.type, WeightType::GGML) << t;
+    const std::vector<float> all = whole(w);
+    const io::GgufFile f = io::GgufFile::open(tmp("m.gguf"));
+    std::vector<float> ref(all.size());
+    f.read_f32(f.tensor("blk.0.ffn_down.weight"), ref.data());
+    EXPECT_EQ(all, ref) << t;
+    for (int64_t b : {0, 1, 31, 33, 159, 160, 1000})
+      for (int64_t n : {1, 7, 32, 100}) {
+        std::vector<float> part(static_cast<size_t>(n));
+        w.read(b, n, part.data());
+        EXPECT_EQ(0, std::memcmp(part.data(), &all[size_t(b)], size_t(n) * 4)) << t << " " << b << "+" << n;
+      }
   }
 }
 
@@ -355,7 +384,9 @@ void check_tokenizer_round_trip(const std::string& dir, const std::string& expec
     for (Bos b : {Bos::Auto, Bos::No}) {
       const auto a = want.encode(text, b), c = got->encode(text, b);
       EXPECT_EQ(a, c) << dir << ": " << text;
-      if (b == Bos::No) EXPECT_EQ(want.decode(a), got->decode(c)) << text;
+      if (b == Bos::No) {
+        EXPECT_EQ(want.decode(a), got->decode(c)) << text;
+      }
     }
     ++n;
   }
