@@ -24,15 +24,27 @@ using io::GgmlType;
 std::string gguf_name(const TensorSpec& s) {
   static const std::map<std::string, std::string> top = {
       {"wte", "token_embd.weight"}, {"lm_head", "output.weight"}, {"lnf_w", "output_norm.weight"}};
-  static const std::map<std::string, std::string> block = {
-      {"ln1_w", "attn_norm.weight"},       {"wq", "attn_q.weight"},          {"wk", "attn_k.weight"},
-      {"wv", "attn_v.weight"},             {"bq", "attn_q.bias"},            {"bk", "attn_k.bias"},
-      {"bv", "attn_v.bias"},               {"wqkv", "attn_qkv.weight"},      {"bqkv", "attn_qkv.bias"},
-      {"wo", "attn_output.weight"},        {"bo", "attn_output.bias"},       {"ln2_w", "ffn_norm.weight"},
-      {"post_attn_w", "post_attention_norm.weight"}, {"post_mlp_w", "post_ffw_norm.weight"},
-      {"w_gate", "ffn_gate.weight"},       {"b_gate", "ffn_gate.bias"},      {"w_up", "ffn_up.weight"},
-      {"b_up", "ffn_up.bias"},             {"w_gate_up", "ffn_up.weight"},   {"w_down", "ffn_down.weight"},
-      {"b_down", "ffn_down.bias"}};
+  static const std::map<std::string, std::string> block = {{"ln1_w", "attn_norm.weight"},
+                                                           {"wq", "attn_q.weight"},
+                                                           {"wk", "attn_k.weight"},
+                                                           {"wv", "attn_v.weight"},
+                                                           {"bq", "attn_q.bias"},
+                                                           {"bk", "attn_k.bias"},
+                                                           {"bv", "attn_v.bias"},
+                                                           {"wqkv", "attn_qkv.weight"},
+                                                           {"bqkv", "attn_qkv.bias"},
+                                                           {"wo", "attn_output.weight"},
+                                                           {"bo", "attn_output.bias"},
+                                                           {"ln2_w", "ffn_norm.weight"},
+                                                           {"post_attn_w", "post_attention_norm.weight"},
+                                                           {"post_mlp_w", "post_ffw_norm.weight"},
+                                                           {"w_gate", "ffn_gate.weight"},
+                                                           {"b_gate", "ffn_gate.bias"},
+                                                           {"w_up", "ffn_up.weight"},
+                                                           {"b_up", "ffn_up.bias"},
+                                                           {"w_gate_up", "ffn_up.weight"},
+                                                           {"w_down", "ffn_down.weight"},
+                                                           {"b_down", "ffn_down.bias"}};
   if (s.layer < 0) {
     const auto it = top.find(s.role);
     if (it != top.end()) return it->second;
@@ -50,30 +62,52 @@ Weight* slot(Model& m, const TensorSpec& s) {
     if (s.role == "lm_head") return &m.lm_head;
   } else {
     static const std::map<std::string, Weight BlockWeights::*> roles = {
-        {"ln1_w", &BlockWeights::ln1_w}, {"ln2_w", &BlockWeights::ln2_w}, {"post_attn_w", &BlockWeights::post_attn_w},
-        {"post_mlp_w", &BlockWeights::post_mlp_w}, {"wq", &BlockWeights::wq}, {"wk", &BlockWeights::wk},
-        {"wv", &BlockWeights::wv}, {"bq", &BlockWeights::bq}, {"bk", &BlockWeights::bk}, {"bv", &BlockWeights::bv},
-        {"wqkv", &BlockWeights::wqkv}, {"bqkv", &BlockWeights::bqkv}, {"wo", &BlockWeights::wo},
-        {"bo", &BlockWeights::bo}, {"w_up", &BlockWeights::w_up}, {"b_up", &BlockWeights::b_up},
-        {"w_gate", &BlockWeights::w_gate}, {"b_gate", &BlockWeights::b_gate},
-        {"w_gate_up", &BlockWeights::w_gate_up}, {"w_down", &BlockWeights::w_down},
+        {"ln1_w", &BlockWeights::ln1_w},
+        {"ln2_w", &BlockWeights::ln2_w},
+        {"post_attn_w", &BlockWeights::post_attn_w},
+        {"post_mlp_w", &BlockWeights::post_mlp_w},
+        {"wq", &BlockWeights::wq},
+        {"wk", &BlockWeights::wk},
+        {"wv", &BlockWeights::wv},
+        {"bq", &BlockWeights::bq},
+        {"bk", &BlockWeights::bk},
+        {"bv", &BlockWeights::bv},
+        {"wqkv", &BlockWeights::wqkv},
+        {"bqkv", &BlockWeights::bqkv},
+        {"wo", &BlockWeights::wo},
+        {"bo", &BlockWeights::bo},
+        {"w_up", &BlockWeights::w_up},
+        {"b_up", &BlockWeights::b_up},
+        {"w_gate", &BlockWeights::w_gate},
+        {"b_gate", &BlockWeights::b_gate},
+        {"w_gate_up", &BlockWeights::w_gate_up},
+        {"w_down", &BlockWeights::w_down},
         {"b_down", &BlockWeights::b_down}};
     const auto it = roles.find(s.role);
     if (it != roles.end()) return &(m.blocks[size_t(s.layer)].*(it->second));
   }
   data_error("gguf: no slot for the tensor " + s.name + " (role " + s.role + ")");
 }
-const Weight& slot(const Model& m, const TensorSpec& s) { return *slot(const_cast<Model&>(m), s); }
+const Weight& slot(const Model& m, const TensorSpec& s) {
+  return *slot(const_cast<Model&>(m), s);
+}
 
 uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
   switch (t) {
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q4_K: return 14;
-    case GgmlType::Q6_K: return 18;
-    case GgmlType::BF16: return 32;
-    default: return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q4_K:
+      return 14;
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::BF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
@@ -144,8 +178,8 @@ void check_finite(const Weight& w, const std::string& file) {
   if (bad >= 0) {
     float v;
     w.read(bad, 1, &v);
-    data_error(file + ": tensor '" + w.name + "' holds " + (std::isnan(v) ? "NaN" : "Inf") + " at flat index " +
-               std::to_string(bad) + "; refusing to compute with it");
+    data_error(file + ": tensor '" + w.name + "' holds " + (std::isnan(v) ? "NaN" : "Inf") +
+               " at flat index " + std::to_string(bad) + "; refusing to compute with it");
   }
 }
 
@@ -168,8 +202,10 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   a.d = int(md.get_int_in(key("embedding_length"), 1, 1 << 16));
   a.n_ctx = int(md.get_int_in(key("context_length"), 1, kMax));
   a.H = int(md.get_int_in(key("attention.head_count"), 1, 4096));
-  a.n_kv = md.has(key("attention.head_count_kv")) ? int(md.get_int_in(key("attention.head_count_kv"), 1, a.H)) : a.H;
-  a.dh = md.has(key("attention.key_length")) ? int(md.get_int_in(key("attention.key_length"), 1, 1 << 16)) : a.d / a.H;
+  a.n_kv = md.has(key("attention.head_count_kv")) ? int(md.get_int_in(key("attention.head_count_kv"), 1, a.H))
+                                                  : a.H;
+  a.dh = md.has(key("attention.key_length")) ? int(md.get_int_in(key("attention.key_length"), 1, 1 << 16))
+                                             : a.d / a.H;
   if (a.dh < 1) data_error(path + ": key '" + key("embedding_length") + "' is smaller than the head count");
   if (md.has(key("attention.value_length")) && md.get_int(key("attention.value_length")) != a.dh)
     data_error(path + ": key '" + key("attention.value_length") + "' differs from the key length " +
@@ -179,8 +215,10 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   a.norm_eps = shortest_decimal(md.get_float(key("attention.layer_norm_rms_epsilon")));
   a.pos = PosKind::Rotary;
   a.pairing = RotaryPairing::Half;  // llama's permuted rows are undone on load
-  a.rope_theta = md.has(key("rope.freq_base")) ? shortest_decimal(md.get_float(key("rope.freq_base"))) : 10000.0;
-  a.rotary_dim = md.has(key("rope.dimension_count")) ? int(md.get_int_in(key("rope.dimension_count"), 2, a.dh)) : a.dh;
+  a.rope_theta =
+      md.has(key("rope.freq_base")) ? shortest_decimal(md.get_float(key("rope.freq_base"))) : 10000.0;
+  a.rotary_dim =
+      md.has(key("rope.dimension_count")) ? int(md.get_int_in(key("rope.dimension_count"), 2, a.dh)) : a.dh;
   if (md.has(key("rope.scaling.type"))) {
     const std::string& t = md.get_string(key("rope.scaling.type"));
     if (t == "linear") {
@@ -204,8 +242,10 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   a.attn_scale = default_scale(g, a.n_layer, a.d, a.H, a.dh);
   if (md.has(key("attention.scale"))) a.attn_scale = shortest_decimal(md.get_float(key("attention.scale")));
   if (g == "gemma2") {
-    if (md.has(key("attn_logit_softcapping"))) a.attn_softcap = shortest_decimal(md.get_float(key("attn_logit_softcapping")));
-    if (md.has(key("final_logit_softcapping"))) a.final_softcap = shortest_decimal(md.get_float(key("final_logit_softcapping")));
+    if (md.has(key("attn_logit_softcapping")))
+      a.attn_softcap = shortest_decimal(md.get_float(key("attn_logit_softcapping")));
+    if (md.has(key("final_logit_softcapping")))
+      a.final_softcap = shortest_decimal(md.get_float(key("final_logit_softcapping")));
   }
   // Sliding windows: Gemma 2 on the even layers (llama.cpp's default 4096), Phi-3 on every layer when > 0;
   // llama files carry one only when qkv wrote a Mistral checkpoint with a window (llama.cpp ignores it).
@@ -217,12 +257,13 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
       if (g != "gemma2" || l % 2 == 0) a.window[size_t(l)] = w;
   const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
   if (emb.ne.size() != 2 || emb.ne[0] != uint64_t(a.d) || emb.ne[1] == 0 || emb.ne[1] > uint64_t(kMax))
-    data_error(path + ": tensor 'token_embd.weight' has ne " + ne_string(emb.ne) + ", expected [" + std::to_string(a.d) +
-               ", vocab_size]");
+    data_error(path + ": tensor 'token_embd.weight' has ne " + ne_string(emb.ne) + ", expected [" +
+               std::to_string(a.d) + ", vocab_size]");
   a.vocab_size = int(emb.ne[1]);
   if (md.has(key("vocab_size")) && md.get_int(key("vocab_size")) != a.vocab_size)
-    data_error(path + ": key '" + key("vocab_size") + "' is " + std::to_string(md.get_int(key("vocab_size"))) +
-               " but 'token_embd.weight' has " + std::to_string(a.vocab_size) + " rows");
+    data_error(path + ": key '" + key("vocab_size") + "' is " +
+               std::to_string(md.get_int(key("vocab_size"))) + " but 'token_embd.weight' has " +
+               std::to_string(a.vocab_size) + " rows");
   a.validate(path);
   return a;
 }
@@ -238,7 +279,8 @@ std::string gguf_architecture_of(const Arch& a) {
   const std::string& t = a.model_type;
   if (t == "llama" || t == "mistral") return "llama";
   if (t == "qwen2" || t == "gemma" || t == "gemma2" || t == "phi3") return t;
-  usage_error("a " + t + " model: qkv writes GGUF for gpt2, llama, mistral, qwen2, gemma, gemma2 and phi3 only");
+  usage_error("a " + t +
+              " model: qkv writes GGUF for gpt2, llama, mistral, qwen2, gemma, gemma2 and phi3 only");
 }
 
 Model load_gguf_lm(const std::string& path) {
@@ -263,11 +305,12 @@ Model load_gguf_lm(const std::string& path) {
     const io::GgufTensorInfo* t = f.find(s.name);
     if (!t)
       data_error(path + ": tensor '" + s.name + "' is missing (expected ne " +
-                 ne_string(std::vector<uint64_t>(s.shape.rbegin(), s.shape.rend())) + " for this " + g + " metadata)");
+                 ne_string(std::vector<uint64_t>(s.shape.rbegin(), s.shape.rend())) + " for this " + g +
+                 " metadata)");
     const std::vector<uint64_t> want(s.shape.rbegin(), s.shape.rend());
     if (t->ne != want)
-      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " + ne_string(want) +
-                 " from the metadata");
+      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " +
+                 ne_string(want) + " from the metadata");
     if (!io::ggml_type_traits(uint32_t(t->type))->supported)
       data_error(path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
                  ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
@@ -278,10 +321,11 @@ Model load_gguf_lm(const std::string& path) {
   for (const auto& t : f.tensors()) {
     if (used.count(t.name)) continue;
     if (t.name == "rope_freqs.weight")
-      data_error(path + ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency rope factors, Llama 3.1's rope "
-                        "scaling) is not supported by qkv's GGUF loader");
-    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) + " (not a parameter of this " + g +
-               " metadata)");
+      data_error(path +
+                 ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency rope factors, Llama 3.1's rope "
+                 "scaling) is not supported by qkv's GGUF loader");
+    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) +
+               " (not a parameter of this " + g + " metadata)");
   }
   std::map<std::string, int> type_count;
   bool permuted = false, quantized = false;
@@ -298,7 +342,9 @@ Model load_gguf_lm(const std::string& path) {
     const int64_t rows = s.shape[0], cols = t.numel() / std::max<int64_t>(rows, 1);
     if (plain && heads == 0 && reinterpret_cast<uintptr_t>(t.data) % esize == 0) {
       w->data = t.data;  // in place
-      w->type = t.type == GgmlType::F32 ? WeightType::F32 : t.type == GgmlType::F16 ? WeightType::F16 : WeightType::BF16;
+      w->type = t.type == GgmlType::F32   ? WeightType::F32
+                : t.type == GgmlType::F16 ? WeightType::F16
+                                          : WeightType::BF16;
     } else if (plain && heads > 0 && reinterpret_cast<uintptr_t>(t.data) % esize == 0) {
       // llama's Q/K rows back into Hugging Face's order, in the stored type.
       if (esize == 4) {
@@ -312,7 +358,9 @@ Model load_gguf_lm(const std::string& path) {
         w->data = owned->data();
         m.keep_alive.push_back(owned);
       }
-      w->type = t.type == GgmlType::F32 ? WeightType::F32 : t.type == GgmlType::F16 ? WeightType::F16 : WeightType::BF16;
+      w->type = t.type == GgmlType::F32   ? WeightType::F32
+                : t.type == GgmlType::F16 ? WeightType::F16
+                                          : WeightType::BF16;
       permuted = true;
     } else if (plain) {
       // Unaligned F32/F16/BF16 (a general.alignment below 4): copied once into fp32 of our own.
@@ -350,10 +398,11 @@ Model load_gguf_lm(const std::string& path) {
   for (const auto& [n, k] : type_count) types += (types.empty() ? "" : ", ") + std::to_string(k) + " " + n;
   m.source = path + " (GGUF v" + std::to_string(f.version()) + ", " + g + "; tensors " + types;
   if (permuted)
-    m.source += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on load: "
-                "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
-  if (quantized)
-    m.source += "; quantized tensors kept as stored and dequantized per use";
+    m.source +=
+        "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on "
+        "load: "
+        "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
+  if (quantized) m.source += "; quantized tensors kept as stored and dequantized per use";
   if (g == "gemma" || g == "gemma2")
     m.source += "; norm weights stored as 1 + w (llama.cpp's converter) and used as plain RMSNorm gains";
   m.source += ")";
@@ -361,7 +410,8 @@ Model load_gguf_lm(const std::string& path) {
 }
 
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
-                                           const std::string& path, io::GgmlType type, const std::string& name) {
+                                           const std::string& path, io::GgmlType type,
+                                           const std::string& name) {
   const Arch& a = model.arch;
   const std::string g = gguf_architecture_of(a);
   auto key = [&](const char* k) { return g + "." + k; };
@@ -404,10 +454,12 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   for (int l = 0; l < a.n_layer; ++l) {
     const int want = w == 0 ? 0 : g == "gemma2" ? (l % 2 == 0 ? w : 0) : w;
     if (a.window_of(l) != want || ((g == "qwen2" || g == "gemma") && w > 0))
-      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " + std::to_string(l) + ": " +
-                  std::to_string(a.window_of(l)) + ") cannot be written as a " + g + " GGUF");
+      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " +
+                  std::to_string(l) + ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " +
+                  g + " GGUF");
   }
-  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0)) md.set(key("attention.sliding_window"), uint32_t(w));
+  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0))
+    md.set(key("attention.sliding_window"), uint32_t(w));
   md.set("general.file_type", file_type(type));
   md.set("general.quantization_version", uint32_t(2));
   gguf_tokenizer_metadata(md, tokenizer_dir, a.vocab_size);

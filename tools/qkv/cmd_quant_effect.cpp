@@ -3,9 +3,9 @@
 // unquantized reference on the same tokens, and the KL divergence of the next-token distributions.
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "cli.hpp"
 #include "model_input.hpp"
@@ -71,14 +71,16 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
   const std::vector<int> ids =
       input_ids(m, a, "The quick brown fox jumps over the lazy dog because the dog was lazy.");
   if (int(ids.size()) > r.n_ctx)
-    usage_error("the input is " + std::to_string(ids.size()) + " tokens but --reference has " + std::to_string(r.n_ctx) +
-                " positions");
+    usage_error("the input is " + std::to_string(ids.size()) + " tokens but --reference has " +
+                std::to_string(r.n_ctx) + " positions");
   auto keep = [](const std::string& n) {
     for (const char* h : kHooks)
-      if (n.size() > std::strlen(h) && n.compare(n.size() - std::strlen(h), std::strlen(h), h) == 0) return true;
+      if (n.size() > std::strlen(h) && n.compare(n.size() - std::strlen(h), std::strlen(h), h) == 0)
+        return true;
     return false;
   };
-  const std::map<std::string, Tensor> tq = run_with_cache(m.model, ids, keep), tr = run_with_cache(ref, ids, keep);
+  const std::map<std::string, Tensor> tq = run_with_cache(m.model, ids, keep),
+                                      tr = run_with_cache(ref, ids, keep);
   const int L = c.n_layer, H = c.H, G = c.H / c.n_kv, T = int(ids.size()), V = c.vocab_size;
   // err[k][l][h]; k and v of a grouped-query model: the key/value head query head h reads (h / G)
   std::vector<std::vector<std::vector<double>>> err(
@@ -96,8 +98,7 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
   std::vector<double> kl(static_cast<size_t>(T));
   double kl_mean = 0;
   for (int t = 0; t < T; ++t) {
-    kl[size_t(t)] =
-        kl_row(lr.data() + size_t(t) * size_t(V), lq.data() + size_t(t) * size_t(V), V);
+    kl[size_t(t)] = kl_row(lr.data() + size_t(t) * size_t(V), lq.data() + size_t(t) * size_t(V), V);
     kl_mean += kl[size_t(t)] / T;
   }
 
@@ -154,7 +155,8 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
       t.add(row);
     }
   if (G > 1)
-    std::cout << "(grouped-query attention: the k and v columns are those of the key/value head each query head reads, "
+    std::cout << "(grouped-query attention: the k and v columns are those of the key/value head each query "
+                 "head reads, "
               << G << " query heads per key/value head)\n";
   std::cout << t.str() << "\nKL(reference ‖ model) of the next-token distribution: mean "
             << report::fmt_num(kl_mean, 3) << " nats over " << T << " positions, last position "
