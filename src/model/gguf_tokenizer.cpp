@@ -134,13 +134,19 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
     if (!have[size_t(i)]) tokens[size_t(i)] = "[PAD" + std::to_string(i) + "]", types[size_t(i)] = kUnused;
 
   // Which of llama.cpp's two tokenizer models this is.
-  bool byte_level = false, metaspace = false, prepend = false, replace_space = false;
+  bool byte_level = false, metaspace = false, prepend = false, replace_space = false, digits = false,
+       byte_level_regex = false;
   std::string split_regex;
   for (const char* part : {"normalizer", "pre_tokenizer", "decoder"})
     if (j.contains(part))
       walk(j[part], [&](const json& o) {
         const std::string t = o.value("type", "");
-        if (t == "ByteLevel") byte_level = true;
+        if (t == "ByteLevel") {
+          byte_level = true;
+          if (std::string(part) == "pre_tokenizer" && o.value("use_regex", true)) byte_level_regex = true;
+        }
+        if (t == "Digits" && std::string(part) == "pre_tokenizer")
+          digits = o.value("individual_digits", false);
         if (t == "Metaspace") {
           metaspace = true;
           if (std::string(part) == "pre_tokenizer" && o.value("prepend_scheme", "always") != "never" &&
@@ -176,17 +182,19 @@ bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int v
     }
   if (byte_level) {
     std::string pre;
-    if (split_regex == kLlama3Regex)
+    if (split_regex == kLlama3Regex && !digits)
       pre = "llama-bpe";
-    else if (split_regex == kQwen2Regex)
+    else if (split_regex == kQwen2Regex && !digits)
       pre = "qwen2";
-    else if (split_regex.empty())
+    else if (split_regex.empty() && byte_level_regex && digits)
+      pre = "smollm";  // SmolLM: Digits (individual) + GPT-2's ByteLevel regex
+    else if (split_regex.empty() && byte_level_regex)
       pre = "gpt-2";
     else
-      data_error(
-          file +
-          ": key 'pre_tokenizer': the Split regex is not one llama.cpp names (llama-bpe, qwen2, gpt-2); "
-          "qkv cannot write it as tokenizer.ggml.pre");
+      data_error(file +
+                 ": key 'pre_tokenizer': the pre-tokenizer is not one llama.cpp names (llama-bpe, qwen2, "
+                 "smollm, gpt-2); "
+                 "qkv cannot write it as tokenizer.ggml.pre");
     std::vector<std::string> ms;
     for (const auto& [l, r] : merges) {
       if (l.find(' ') != std::string::npos || r.find(' ') != std::string::npos)
@@ -337,9 +345,19 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
       split = kLlama3Regex;
     else if (pre == "qwen2")
       split = kQwen2Regex;
-    else if (pre != "gpt-2" && pre != "default")
-      data_error(path + ": key 'tokenizer.ggml.pre' is '" + pre + "'; qkv knows gpt-2, llama-bpe and qwen2");
-    if (split.is_null()) {
+    else if (pre != "gpt-2" && pre != "default" && pre != "smollm")
+      data_error(path + ": key 'tokenizer.ggml.pre' is '" + pre +
+                 "'; qkv knows gpt-2, llama-bpe, qwen2 and smollm");
+    if (pre == "smollm") {  // every digit on its own, then GPT-2's byte-level regex
+      doc["normalizer"] = nullptr;
+      doc["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers",
+                               {{{"type", "Digits"}, {"individual_digits", true}},
+                                {{"type", "ByteLevel"},
+                                 {"add_prefix_space", false},
+                                 {"trim_offsets", true},
+                                 {"use_regex", true}}}}};
+    } else if (split.is_null()) {
       doc["normalizer"] = nullptr;
       doc["pre_tokenizer"] = {
           {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};

@@ -527,5 +527,72 @@ TEST(GgufFamily, SmallTokenizersThroughTheMetadata) {
   }
 }
 
+// Byte-level BPE tokenizer.json files built from the committed GPT-2 subset (fuzz/data/tokenizer): GPT-2's
+// pre-tokenizer (pre "gpt-2", read back through GPT-2's own files) and SmolLM's Digits + ByteLevel
+// (pre "smollm"); and a Split regex llama.cpp has no name for, refused.
+TEST(GgufFamily, ByteLevelPreTokenizersThroughTheMetadata) {
+  Tmp tmp;
+  const std::string src = std::string(QKV_SOURCE_DIR) + "/fuzz/data/tokenizer";
+  std::ifstream vf(src + "/vocab.json"), mf(src + "/merges.txt");
+  const nlohmann::json vocab = nlohmann::json::parse(vf);
+  nlohmann::json merges = nlohmann::json::array();
+  for (std::string line; std::getline(mf, line);)
+    if (!line.empty() && line.rfind("#version", 0) != 0) merges.push_back(line);
+  const nlohmann::json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  auto write = [&](const std::string& name, const nlohmann::json& pre) {
+    const nlohmann::json tj = {{"version", "1.0"},
+                               {"added_tokens", nlohmann::json::array()},
+                               {"normalizer", nullptr},
+                               {"pre_tokenizer", pre},
+                               {"post_processor", nullptr},
+                               {"decoder", byte_level},
+                               {"model",
+                                {{"type", "BPE"},
+                                 {"dropout", nullptr},
+                                 {"unk_token", nullptr},
+                                 {"fuse_unk", false},
+                                 {"byte_fallback", false},
+                                 {"vocab", vocab},
+                                 {"merges", merges}}}};
+    fs::create_directories(tmp(name));
+    std::ofstream(tmp(name + "/tokenizer.json")) << tj.dump();
+    return tmp(name);
+  };
+  check_tokenizer_round_trip(write("gpt2", byte_level), "gpt2");
+  const std::string smol =
+      write("smol", {{"type", "Sequence"},
+                     {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}});
+  check_tokenizer_round_trip(smol, "gpt2");
+  {  // not vacuous: the digit splitting changes some corpus text's ids
+    const Tokenizer a = Tokenizer::from_dir(tmp("gpt2")), b = Tokenizer::from_dir(smol);
+    int differ = 0;
+    for (const std::string& text : corpus()) differ += a.encode(text) != b.encode(text);
+    EXPECT_GT(differ, 0);
+  }
+  {
+    io::GgufMetadata md;
+    ASSERT_TRUE(gguf_tokenizer_metadata(md, smol, 4000));
+    EXPECT_EQ(md.get_string("tokenizer.ggml.pre"), "smollm");
+  }
+  const std::string odd = write("odd", {{"type", "Sequence"},
+                                        {"pretokenizers",
+                                         {{{"type", "Split"},
+                                           {"pattern", {{"Regex", "\\p{L}+|\\s+"}}},
+                                           {"behavior", "Isolated"},
+                                           {"invert", false}},
+                                          {{"type", "ByteLevel"},
+                                           {"add_prefix_space", false},
+                                           {"trim_offsets", true},
+                                           {"use_regex", false}}}}});
+  io::GgufMetadata md;
+  try {
+    gguf_tokenizer_metadata(md, odd, 4000);
+    ADD_FAILURE() << "an unnamed pre-tokenizer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not one llama.cpp names"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace qkv
