@@ -311,9 +311,9 @@ Model load_gguf_lm(const std::string& path) {
     if (t->ne != want)
       data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " +
                  ne_string(want) + " from the metadata");
-    if (!io::ggml_type_traits(uint32_t(t->type))->supported)
+    if (!io::ggml_type_traits(uint32_t(t->type))->dequantizes)
       data_error(path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
-                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K)");
     found.push_back(t);
     used.insert(s.name);
     m.table.push_back(s);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
@@ -274,6 +275,47 @@ TEST(GgufFamily, QuantizedWeightsReadAnyRange) {
         EXPECT_EQ(0, std::memcmp(part.data(), &all[size_t(b)], size_t(n) * 4)) << t << " " << b << "+" << n;
       }
   }
+}
+
+// llama.cpp's K-quant mixes also hold Q4_1 / Q5_0 / Q5_1 tensors (rows not a whole number of 256): such a
+// file loads, its tensors kept quantized and read as ggml defines them.
+TEST(GgufFamily, ReadOnlyQuantTypesLoad) {
+  Tmp tmp;
+  const Model hf = load_lm(make_hf(tmp, "qwen2"));
+  save_gguf_lm(hf, "", tmp("m.gguf"), io::GgmlType::F32);
+  const io::GgufFile f = io::GgufFile::open(tmp("m.gguf"));
+  io::GgufMetadata md(tmp("r.gguf"));
+  for (const auto& [k, v] : f.metadata().entries()) md.set(k, v);
+  std::vector<io::GgufWriteTensor> ts;
+  std::mt19937 rng(11);
+  const std::map<std::string, io::GgmlType> raw = {{"blk.0.ffn_down.weight", io::GgmlType::Q5_0},
+                                                   {"blk.1.ffn_down.weight", io::GgmlType::Q5_1},
+                                                   {"blk.0.attn_q.weight", io::GgmlType::Q4_1}};
+  for (const auto& t : f.tensors()) {
+    const auto it = raw.find(t.name);
+    if (it == raw.end()) {
+      std::vector<float> x(size_t(t.numel()));
+      f.read_f32(t, x.data());
+      ts.push_back(io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data()));
+      continue;
+    }
+    io::GgufWriteTensor w{t.name, it->second, t.ne, {}};
+    w.data.resize(io::ggml_row_size(it->second, int64_t(t.ne[0])) * size_t(t.ne[1]));
+    for (auto& b : w.data) b = static_cast<unsigned char>(rng() & 0x1f);  // small finite halves
+    ts.push_back(std::move(w));
+  }
+  io::write_gguf(tmp("r.gguf"), md, ts);
+  const Model m = load_lm(tmp("r.gguf"));
+  const io::GgufFile g = io::GgufFile::open(tmp("r.gguf"));
+  for (const auto& [name, type] : raw) {
+    const Weight& w = m.weight(name);
+    EXPECT_EQ(weight_type_name(w), io::ggml_type_name(type));
+    std::vector<float> want(size_t(g.tensor(name).numel()));
+    g.read_f32(g.tensor(name), want.data());
+    EXPECT_EQ(whole(w), want) << name;
+  }
+  const auto y = logits(m, ids_for(m));
+  for (float v : y) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(GgufFamily, EveryTypeLoadsAndGgufToGgufIsExact) {
