@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the GGUF fuzz seeds (fuzz/corpus/gguf/): small valid files (every metadata value type, nested
-arrays, every tensor type qkv knows, custom alignment, version 2, a tiny gpt2 model with a tokenizer)
+arrays, every tensor type qkv knows, custom alignment, version 2, a tiny gpt2 model with a tokenizer, a tiny
+llama (SentencePiece tokenizer) and phi3 (byte-level BPE))
 and one of each malformed kind docs/robustness.md lists. Standard library only; deterministic.
 Run from anywhere:  python3 fuzz/make_gguf_corpus.py
 """
@@ -95,6 +96,39 @@ def tiny_gpt2(with_tokenizer=True, ffn=True):
     return gguf(kvs, ts)
 
 
+def tiny_family(arch):
+    """A one-layer llama (SentencePiece tokenizer) or phi3 (byte-level BPE, llama-bpe pre) of mixed types."""
+    d, V, P, H, KV, dh, ff = 32, 8, 4, 2, 1, 16, 32
+    kvs = [("general.architecture", 8, arch), (arch + ".block_count", 4, 1), (arch + ".context_length", 4, P),
+           (arch + ".embedding_length", 4, d), (arch + ".feed_forward_length", 4, ff),
+           (arch + ".attention.head_count", 4, H), (arch + ".attention.head_count_kv", 4, KV),
+           (arch + ".rope.freq_base", 6, 10000.0), (arch + ".attention.layer_norm_rms_epsilon", 6, 1e-6)]
+    if arch == "llama":
+        toks = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "ab"]
+        kvs += [("tokenizer.ggml.model", 8, "llama"), ("tokenizer.ggml.tokens", 9, (8, toks)),
+                ("tokenizer.ggml.scores", 9, (6, [0, 0, 0, -3, -3, -3, -1, -2])),
+                ("tokenizer.ggml.token_type", 9, (5, [2, 3, 3, 1, 1, 1, 1, 1])),
+                ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2),
+                ("tokenizer.ggml.unknown_token_id", 4, 0), ("tokenizer.ggml.add_space_prefix", 7, True)]
+        ts = [f32("token_embd.weight", [d, V]), f32("blk.0.attn_norm.weight", [d], value=1.0),
+              tensor("blk.0.attn_q.weight", [d, H * dh], 8), tensor("blk.0.attn_k.weight", [d, KV * dh], 1),
+              tensor("blk.0.attn_v.weight", [d, KV * dh], 2), f32("blk.0.attn_output.weight", [H * dh, d]),
+              f32("blk.0.ffn_norm.weight", [d], value=1.0), tensor("blk.0.ffn_gate.weight", [d, ff], 30),
+              tensor("blk.0.ffn_up.weight", [d, ff], 8), tensor("blk.0.ffn_down.weight", [ff, d], 8),
+              f32("output_norm.weight", [d], value=1.0), f32("output.weight", [d, V])]
+    else:
+        kvs += [(arch + ".rope.dimension_count", 4, 8), (arch + ".attention.sliding_window", 4, 2)]
+        toks = ["a", "b", "c", "\u0120", "ab", "\u0120a", "<|end|>", "[PAD7]"]
+        kvs += [("tokenizer.ggml.model", 8, "gpt2"), ("tokenizer.ggml.pre", 8, "llama-bpe"),
+                ("tokenizer.ggml.tokens", 9, (8, toks)), ("tokenizer.ggml.token_type", 9, (5, [1, 1, 1, 1, 1, 1, 3, 5])),
+                ("tokenizer.ggml.merges", 9, (8, ["a b", "\u0120 a"])), ("tokenizer.ggml.bos_token_id", 4, 6)]
+        ts = [f32("token_embd.weight", [d, V]), f32("blk.0.attn_norm.weight", [d], value=1.0),
+              tensor("blk.0.attn_qkv.weight", [d, (H + 2 * KV) * dh], 8), f32("blk.0.attn_output.weight", [H * dh, d]),
+              f32("blk.0.ffn_norm.weight", [d], value=1.0), tensor("blk.0.ffn_up.weight", [d, 2 * ff], 2),
+              tensor("blk.0.ffn_down.weight", [ff, d], 1), f32("output_norm.weight", [d], value=1.0)]
+    return gguf(kvs, ts)
+
+
 def main():
     if os.path.isdir(OUT):
         for n in os.listdir(OUT):
@@ -131,6 +165,10 @@ def main():
     put("bad_not_whole_blocks", gguf([], [("a", [16], 8, b"\0" * 34)]))
     put("bad_duplicate_tensor", gguf([], [tensor("a", [8], 0), tensor("a", [8], 0)]))
     put("bad_gpt2_wrong_arch", tiny_gpt2().replace(b"gpt2", b"gptx", 1))
+    # The families (include/qkv/io/gguf_family.hpp); drawn last so the seeds above stay as they were.
+    put("ok_llama_tiny", tiny_family("llama"))
+    put("ok_phi3_tiny", tiny_family("phi3"))
+    put("bad_llama_missing_tensor", tiny_family("llama").replace(b"blk.0.ffn_gate.weight", b"blk.0.ffn_gxte.weight", 1))
 
 
 if __name__ == "__main__":

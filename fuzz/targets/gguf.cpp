@@ -1,12 +1,14 @@
 // GgufFile::open (header, 13 value types, nested arrays, tensor infos, alignment, offsets) and what it
 // permits, on arbitrary bytes: an accepted file's tensors lie inside the file, aligned and disjoint;
 // every supported tensor dequantizes; metadata and tensors survive write_gguf + open unchanged; the
-// gpt2 loader and the metadata tokenizer either succeed or throw qkv::Error.
+// gpt2 loader, the families' loader (llama, qwen2, gemma, gemma2, phi3; a loaded model runs two tokens)
+// and the metadata tokenizer (gpt2, llama) either succeed or throw qkv::Error.
 #include "qkv/io/gguf.hpp"
 
 #include <cstring>
 
 #include "fuzz_util.hpp"
+#include "qkv/io/gguf_family.hpp"
 #include "qkv/io/gguf_gpt2.hpp"
 
 using namespace qkv;
@@ -24,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       QKV_FUZZ_CHECK(f.find(t.name) == &t, t.name);
       const auto tr = io::ggml_type_traits(uint32_t(t.type));
       QKV_FUZZ_CHECK(tr.has_value(), t.name);
-      if (tr->supported && t.numel() <= (1 << 22)) {
+      if (tr->dequantizes && t.numel() <= (1 << 22)) {
         std::vector<float> y(size_t(t.numel()));
         f.read_f32(t, y.data());
       }
@@ -61,6 +63,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     try {
       load_gguf_gpt2(path);
+    } catch (const Error&) {
+    }
+    try {
+      const Model m = load_gguf_lm(path);
+      if (m.arch.n_ctx >= 2 && int64_t(m.arch.d) * m.arch.vocab_size <= (1 << 22)) {
+        RunState st;
+        const std::vector<float>& y = run(m, {0, m.arch.vocab_size - 1}, st);
+        QKV_FUZZ_CHECK(y.size() == size_t(2) * size_t(m.arch.vocab_size), "logits shape");
+      }
     } catch (const Error&) {
     }
   } catch (const Error&) {

@@ -28,13 +28,16 @@
 
 namespace qkv {
 
-enum class WeightType { F32, F16, BF16 };
+// GGML: a quantized tensor of a GGUF file (Q8_0, Q4_0, Q4_K, Q6_K; `ggml_type` says which), kept as
+// stored and dequantized per use like F16/BF16 (include/qkv/io/gguf_quant.hpp's dequantize_row).
+enum class WeightType { F32, F16, BF16, GGML };
 
-// One parameter: a view of the checkpoint's bytes as stored (F32 used in place; F16/BF16 converted per
+// One parameter: a view of the checkpoint's bytes as stored (F32 used in place; F16/BF16/GGML converted per
 // use into a reused buffer, never expanded for the whole model at once).
 struct Weight {
   const void* data = nullptr;
   WeightType type = WeightType::F32;
+  uint32_t ggml_type = 0;      // with WeightType::GGML: the io::GgmlType number
   std::vector<int64_t> shape;  // as stored
   std::string name;            // the checkpoint's name (for errors and `qkv info`)
   bool in_out = false;         // stored [in, out] (GPT-2's Conv1D) rather than nn.Linear's [out, in]
@@ -45,6 +48,9 @@ struct Weight {
   // A pointer to fp32 elements [begin, begin + n): in place for F32, else converted into scratch.
   const float* f32(int64_t begin, int64_t n, std::vector<float>& scratch) const;
 };
+
+// "F32", "F16", "BF16", or the ggml type's name ("Q4_K") for WeightType::GGML.
+std::string weight_type_name(const Weight& w);
 
 struct BlockWeights {
   Weight ln1_w, ln1_b, ln2_w, ln2_b;        // norm before attention / before the MLP

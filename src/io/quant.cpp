@@ -22,6 +22,8 @@ constexpr int64_t QK_K = 256;
 
 // Byte offsets inside the blocks.
 constexpr std::size_t kQ8_0 = 34, kQ4_0 = 18, kQ4_K = 144, kQ6_K = 210;
+constexpr std::size_t kQ4_1 = 20, kQ5_0 = 22, kQ5_1 = 24, kQ5_K = 176;
+constexpr std::size_t kQ5K_qh = 16, kQ5K_qs = 48;
 constexpr std::size_t kQ4K_scales = 4, kQ4K_qs = 16;
 constexpr std::size_t kQ6K_qh = 128, kQ6K_scales = 192, kQ6K_d = 208;
 
@@ -43,8 +45,9 @@ void scale_min_k4(int j, const unsigned char* q, int* sc, int* m) {
 }
 
 [[noreturn]] void unsupported(GgmlType t, const char* what) {
-  data_error(std::string("tensor type ") + ggml_type_name(t) + " has no " + what +
-             " in qkv (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  data_error(
+      std::string("tensor type ") + ggml_type_name(t) + " has no " + what +
+      " in qkv (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; read only: Q4_1, Q5_0, Q5_1, Q5_K)");
 }
 
 // ---- fast rows: one pass per block, laid out as ggml's dequantize_row_* loops ----
@@ -103,6 +106,65 @@ void rows_q6_k(const unsigned char* b, float* y, int64_t nb) {
         y[l + 64] = d * float(sc[is + 4]) * float(q3);
         y[l + 96] = d * float(sc[is + 6]) * float(q4);
       }
+    }
+  }
+}
+
+// Read-only types (ggml's dequantize_row_q4_1 / q5_0 / q5_1 / q5_k):
+//   Q4_1  32 values, 20 bytes: half d, m; u8 qs[16].             x_j = d·(qs_j & 15) + m, x_{j+16} = d·(qs_j
+//   >> 4) + m Q5_0  32 values, 22 bytes: half d; u32 qh; u8 qs[16].        5-bit q = nibble | (bit j (resp. j
+//   + 16) of qh) << 4;
+//                                                                x = d·(q − 16)
+//   Q5_1  32 values, 24 bytes: half d, m; u32 qh; u8 qs[16].     x = d·q + m
+//   Q5_K 256 values, 176 bytes: half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. As Q4_K, the 5th bit of
+//        value l of 64-chunk c in bit 2c (low nibbles) or 2c + 1 (high nibbles) of qh[l]: x = (d·sc)·q −
+//        dmin·m
+void rows_q4_1(const unsigned char* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += kQ4_1, y += QK) {
+    const float d = half_at(b), m = half_at(b + 2);
+    const unsigned char* qs = b + 4;
+    for (int j = 0; j < QK / 2; ++j) {
+      y[j] = float(qs[j] & 0x0F) * d + m;
+      y[j + QK / 2] = float(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void rows_q5(const unsigned char* b, float* y, int64_t nb, bool with_min) {
+  const std::size_t size = with_min ? kQ5_1 : kQ5_0, qh_at = with_min ? 4 : 2;
+  for (int64_t i = 0; i < nb; ++i, b += size, y += QK) {
+    const float d = half_at(b), m = with_min ? half_at(b + 2) : 0.0f;
+    const uint32_t qh = load_le<uint32_t>(b + qh_at);
+    const unsigned char* qs = b + qh_at + 4;
+    for (int j = 0; j < QK / 2; ++j) {
+      const int h0 = int(((qh >> j) << 4) & 0x10), h1 = int((qh >> (j + 12)) & 0x10);
+      const int x0 = (qs[j] & 0x0F) | h0, x1 = (qs[j] >> 4) | h1;
+      if (with_min) {
+        y[j] = float(x0) * d + m;
+        y[j + QK / 2] = float(x1) * d + m;
+      } else {
+        y[j] = float(x0 - 16) * d;
+        y[j + QK / 2] = float(x1 - 16) * d;
+      }
+    }
+  }
+}
+
+void rows_q5_k(const unsigned char* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += kQ5_K) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const unsigned char* scales = b + kQ4K_scales;
+    const unsigned char* qh = b + kQ5K_qh;
+    const unsigned char* q = b + kQ5K_qs;
+    unsigned u1 = 1, u2 = 2;
+    for (int c = 0; c < 4; ++c, q += 32, u1 <<= 2, u2 <<= 2) {
+      int sc, m;
+      scale_min_k4(2 * c, scales, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      scale_min_k4(2 * c + 1, scales, &sc, &m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      for (int l = 0; l < 32; ++l) *y++ = d1 * float((q[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * float((q[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
     }
   }
 }
@@ -270,45 +332,45 @@ void quant_q6_k(const float* x, unsigned char* b, int64_t nb) {
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
   switch (type) {
     case 0:
-      return GgmlTypeTraits{"F32", 1, 4, true};
+      return GgmlTypeTraits{"F32", 1, 4, true, true};
     case 1:
-      return GgmlTypeTraits{"F16", 1, 2, true};
+      return GgmlTypeTraits{"F16", 1, 2, true, true};
     case 2:
-      return GgmlTypeTraits{"Q4_0", 32, 18, true};
+      return GgmlTypeTraits{"Q4_0", 32, 18, true, true};
     case 3:
-      return GgmlTypeTraits{"Q4_1", 32, 20, false};
+      return GgmlTypeTraits{"Q4_1", 32, 20, false, true};
     case 6:
-      return GgmlTypeTraits{"Q5_0", 32, 22, false};
+      return GgmlTypeTraits{"Q5_0", 32, 22, false, true};
     case 7:
-      return GgmlTypeTraits{"Q5_1", 32, 24, false};
+      return GgmlTypeTraits{"Q5_1", 32, 24, false, true};
     case 8:
-      return GgmlTypeTraits{"Q8_0", 32, 34, true};
+      return GgmlTypeTraits{"Q8_0", 32, 34, true, true};
     case 9:
-      return GgmlTypeTraits{"Q8_1", 32, 36, false};
+      return GgmlTypeTraits{"Q8_1", 32, 36, false, false};
     case 10:
-      return GgmlTypeTraits{"Q2_K", 256, 84, false};
+      return GgmlTypeTraits{"Q2_K", 256, 84, false, false};
     case 11:
-      return GgmlTypeTraits{"Q3_K", 256, 110, false};
+      return GgmlTypeTraits{"Q3_K", 256, 110, false, false};
     case 12:
-      return GgmlTypeTraits{"Q4_K", 256, 144, true};
+      return GgmlTypeTraits{"Q4_K", 256, 144, true, true};
     case 13:
-      return GgmlTypeTraits{"Q5_K", 256, 176, false};
+      return GgmlTypeTraits{"Q5_K", 256, 176, false, true};
     case 14:
-      return GgmlTypeTraits{"Q6_K", 256, 210, true};
+      return GgmlTypeTraits{"Q6_K", 256, 210, true, true};
     case 15:
-      return GgmlTypeTraits{"Q8_K", 256, 292, false};
+      return GgmlTypeTraits{"Q8_K", 256, 292, false, false};
     case 24:
-      return GgmlTypeTraits{"I8", 1, 1, false};
+      return GgmlTypeTraits{"I8", 1, 1, false, false};
     case 25:
-      return GgmlTypeTraits{"I16", 1, 2, false};
+      return GgmlTypeTraits{"I16", 1, 2, false, false};
     case 26:
-      return GgmlTypeTraits{"I32", 1, 4, false};
+      return GgmlTypeTraits{"I32", 1, 4, false, false};
     case 27:
-      return GgmlTypeTraits{"I64", 1, 8, false};
+      return GgmlTypeTraits{"I64", 1, 8, false, false};
     case 28:
-      return GgmlTypeTraits{"F64", 1, 8, false};
+      return GgmlTypeTraits{"F64", 1, 8, false, false};
     case 30:
-      return GgmlTypeTraits{"BF16", 1, 2, true};
+      return GgmlTypeTraits{"BF16", 1, 2, true, true};
     default:
       return std::nullopt;
   }
@@ -358,6 +420,18 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
     case GgmlType::Q6_K:
       rows_q6_k(p, y, n / QK_K);
       return;
+    case GgmlType::Q4_1:
+      rows_q4_1(p, y, n / QK);
+      return;
+    case GgmlType::Q5_0:
+      rows_q5(p, y, n / QK, false);
+      return;
+    case GgmlType::Q5_1:
+      rows_q5(p, y, n / QK, true);
+      return;
+    case GgmlType::Q5_K:
+      rows_q5_k(p, y, n / QK_K);
+      return;
     default:
       unsupported(t, "dequantizer");
   }
@@ -401,6 +475,31 @@ float dequantize_value(GgmlType t, const void* src, int64_t i) {
       const int q = (low | (high << 4)) - 32;
       const auto scale = int8_t(b[kQ6K_scales + e / 16]);
       return half_at(b + kQ6K_d) * float(scale) * float(q);
+    }
+    case GgmlType::Q4_1: {  // as Q4_0 without the offset, plus the block's min m
+      const unsigned char* b = p + std::size_t(i / QK) * kQ4_1;
+      const int e = int(i % QK);
+      const int q = e < 16 ? (b[4 + e] & 15) : (b[4 + e - 16] >> 4);
+      return float(q) * half_at(b) + half_at(b + 2);
+    }
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: {  // value e: its nibble, and bit e of the 32-bit qh as the 5th bit
+      const bool with_min = t == GgmlType::Q5_1;
+      const unsigned char* b = p + std::size_t(i / QK) * (with_min ? kQ5_1 : kQ5_0);
+      const unsigned char* qh = b + (with_min ? 4 : 2);
+      const int e = int(i % QK);
+      const int nib = e < 16 ? (qh[4 + e] & 15) : (qh[4 + e - 16] >> 4);
+      const int q = nib | (((qh[e / 8] >> (e % 8)) & 1) << 4);
+      return with_min ? float(q) * half_at(b) + half_at(b + 2) : float(q - 16) * half_at(b);
+    }
+    case GgmlType::Q5_K: {  // Q4_K's nibble and scales, the 5th bit in bit j of qh[e % 32] (j = sub-block)
+      const unsigned char* b = p + std::size_t(i / QK_K) * kQ5_K;
+      const int e = int(i % QK_K), j = e / 32, c = e / 64;
+      const unsigned char byte = b[kQ5K_qs + 32 * c + e % 32];
+      const int q = ((j % 2 == 0) ? (byte & 15) : (byte >> 4)) + (((b[kQ5K_qh + e % 32] >> j) & 1) ? 16 : 0);
+      int sc, m;
+      scale_min_k4(j, b + kQ4K_scales, &sc, &m);
+      return half_at(b) * float(sc) * float(q) - half_at(b + 2) * float(m);
     }
     default:
       unsupported(t, "dequantizer");

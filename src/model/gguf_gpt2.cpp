@@ -16,6 +16,7 @@
 
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
+#include "qkv/io/gguf_family.hpp"
 
 namespace fs = std::filesystem;
 
@@ -274,9 +275,9 @@ GPT2 load_gguf_gpt2(const std::string& path) {
       data_error(path + ": tensor '" + gname + "' has ne " +
                  shape_string(std::vector<int64_t>(t->ne.begin(), t->ne.end())) + ", expected " +
                  shape_string(std::vector<int64_t>(want.begin(), want.end())) + " from the metadata");
-    if (!io::ggml_type_traits(uint32_t(t->type))->supported)
+    if (!io::ggml_type_traits(uint32_t(t->type))->dequantizes)
       data_error(path + ": tensor '" + gname + "' has type " + io::ggml_type_name(t->type) +
-                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K)");
     found.push_back(t);
     used.insert(gname);
   }
@@ -306,7 +307,7 @@ GPT2 load_gguf_gpt2(const std::string& path) {
   if (const io::GgufTensorInfo* out = f.find("output.weight")) {  // tied unembedding: accept a true copy only
     if (out->ne != emb.ne)
       data_error(path + ": tensor 'output.weight' has a different shape than 'token_embd.weight'");
-    if (!io::ggml_type_traits(uint32_t(out->type))->supported)
+    if (!io::ggml_type_traits(uint32_t(out->type))->dequantizes)
       data_error(path + ": tensor 'output.weight' has type " + io::ggml_type_name(out->type) +
                  ", which qkv does not dequantize");
     buf.resize(size_t(out->numel()));
@@ -327,9 +328,14 @@ std::optional<Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
   const io::GgufMetadata& md = f.metadata();
   if (!md.has("tokenizer.ggml.model")) return std::nullopt;
   const std::string& model = md.get_string("tokenizer.ggml.model");
+  // SentencePiece-style, and byte-level BPE with another pre-tokenizer than GPT-2's: the families' path.
+  if (model == "llama" ||
+      (model == "gpt2" && md.has("tokenizer.ggml.pre") && md.get_string("tokenizer.ggml.pre") != "gpt-2" &&
+       md.get_string("tokenizer.ggml.pre") != "default"))
+    return gguf_hf_tokenizer(f);
   if (model != "gpt2")
     data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + model +
-               "'; qkv reads the gpt2 (byte-level BPE) tokenizer only");
+               "'; qkv reads the gpt2 (byte-level BPE) and llama (SentencePiece) tokenizers");
   std::vector<std::string> tokens = md.get_string_array("tokenizer.ggml.tokens");
   if (md.has("tokenizer.ggml.token_type")) {
     const io::GgufArray& types = md.get_array("tokenizer.ggml.token_type", io::GgufType::INT32);

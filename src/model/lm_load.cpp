@@ -7,6 +7,8 @@
 #include <set>
 
 #include "qkv/error.hpp"
+#include "qkv/io/gguf_family.hpp"
+#include "qkv/io/gguf_quant.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/safetensors.hpp"
@@ -45,7 +47,33 @@ void Weight::read(int64_t begin, int64_t n, float* out) const {
       }
       return;
     }
+    case WeightType::GGML: {
+      // The blocks covering [begin, begin + n), dequantized (rows are whole blocks: row reads need no copy).
+      const auto t = io::GgmlType(ggml_type);
+      const auto tr = io::ggml_type_traits(ggml_type);
+      const int64_t bs = tr->block_size;
+      const int64_t b0 = begin / bs, b1 = (begin + n + bs - 1) / bs;
+      const auto* base = static_cast<const unsigned char*>(data) + size_t(b0) * tr->type_size;
+      if (begin % bs == 0 && n % bs == 0) {
+        io::dequantize_row(t, base, out, n);
+        return;
+      }
+      std::vector<float> tmp(static_cast<size_t>((b1 - b0) * bs));
+      io::dequantize_row(t, base, tmp.data(), (b1 - b0) * bs);
+      std::copy_n(tmp.data() + (begin - b0 * bs), n, out);
+      return;
+    }
   }
+}
+
+std::string weight_type_name(const Weight& w) {
+  switch (w.type) {
+    case WeightType::F32: return "F32";
+    case WeightType::F16: return "F16";
+    case WeightType::BF16: return "BF16";
+    case WeightType::GGML: return io::ggml_type_name(io::GgmlType(w.ggml_type));
+  }
+  return "?";
 }
 
 const float* Weight::f32(int64_t begin, int64_t n, std::vector<float>& scratch) const {
@@ -282,10 +310,10 @@ Model from_gpt2(GPT2 g, const std::string& path) {
 }
 
 std::string dtype_summary(const Model& m) {
-  std::map<WeightType, int> n;
-  for (const auto& s : m.table) n[m.weight(s.name).type]++;
+  std::map<std::string, int> n;
+  for (const auto& s : m.table) n[weight_type_name(m.weight(s.name))]++;
   std::string s;
-  for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + (t == WeightType::F32 ? "F32" : t == WeightType::F16 ? "F16" : "BF16");
+  for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + t;
   return s;
 }
 
@@ -401,9 +429,15 @@ Model load_lm(const std::string& path) {
                dtype_summary(m) + ")";
     return m;
   }
-  // llm.c .bin (and GGUF, where load_model reads it): GPT-2 read into memory of its own.
-  if (ends_with(path, ".bin") || ends_with(path, ".gguf")) return from_gpt2(load_model(path), path);
-  usage_error(path + ": unknown model format; expected a directory, a .safetensors file or an llm.c .bin file");
+  // GGUF: llama.cpp's gpt2 through the GPT-2 loader; llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
+  if (ends_with(path, ".gguf")) {
+    const io::GgufFile f = io::GgufFile::open(path);
+    if (f.metadata().get_string("general.architecture") != "gpt2") return load_gguf_lm(path);
+    return from_gpt2(load_model(path), path);
+  }
+  // llm.c .bin: GPT-2 read into memory of its own.
+  if (ends_with(path, ".bin")) return from_gpt2(load_model(path), path);
+  usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");
 }
 
 }  // namespace qkv

@@ -20,6 +20,10 @@ using test::TempDir;
 
 const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+// Dequantized too (read only): what llama.cpp's Q4_K_M / Q5_K_M files also hold.
+const GgmlType kReadable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                              GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1,
+                              GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K};
 
 int64_t block(GgmlType t) {
   return ggml_type_traits(uint32_t(t))->block_size;
@@ -33,7 +37,7 @@ bool same_bits_or_both_nan(float a, float b) {
 
 TEST(GgufQuant, FastRowEqualsElementwiseTwinOnRandomBytes) {
   std::mt19937 rng(7);
-  for (GgmlType t : kSupported) {
+  for (GgmlType t : kReadable) {
     const int64_t n = 4 * 256;  // whole blocks of every type
     std::vector<unsigned char> bytes(ggml_row_size(t, n));
     for (int rep = 0; rep < 20; ++rep) {
@@ -54,7 +58,7 @@ TEST(GgufQuant, FastRowEqualsElementwiseTwinOnRandomBytes) {
 
 TEST(GgufQuant, UnalignedSourceGivesTheSameValues) {
   std::mt19937 rng(3);
-  for (GgmlType t : kSupported) {
+  for (GgmlType t : kReadable) {
     const int64_t n = 256;
     std::vector<unsigned char> a(ggml_row_size(t, n)), b(a.size() + 1);
     for (auto& x : a) x = static_cast<unsigned char>(rng() & 0x3f);
@@ -69,6 +73,56 @@ TEST(GgufQuant, UnalignedSourceGivesTheSameValues) {
 void put_half(unsigned char* p, float x) {
   const uint16_t h = float_to_f16(x);
   std::memcpy(p, &h, 2);
+}
+
+// The read-only types from their definitions (gguf_quant.hpp / quant.cpp), one block each with chosen bits.
+TEST(GgufQuant, HandBuiltReadOnlyBlocks) {
+  {  // Q4_1: d = 0.5, m = -1; byte j = (j+1) | (15-j)<<4 -> x_j = 0.5(j+1) - 1, x_{j+16} = 0.5(15-j) - 1
+    unsigned char b[20];
+    put_half(b, 0.5f);
+    put_half(b + 2, -1.0f);
+    for (int j = 0; j < 16; ++j) b[4 + j] = static_cast<unsigned char>(((j + 1) & 15) | ((15 - j) << 4));
+    float y[32];
+    dequantize_row(GgmlType::Q4_1, b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], 0.5f * float((j + 1) & 15) - 1.0f) << j;
+      EXPECT_EQ(y[j + 16], 0.5f * float(15 - j) - 1.0f) << j;
+    }
+  }
+  for (bool with_min : {false, true}) {  // Q5_0 / Q5_1: qh = 0x80000001 sets the 5th bit of values 0 and 31
+    unsigned char b[24] = {};
+    put_half(b, 2.0f);
+    const int qh_at = with_min ? 4 : 2;
+    if (with_min) put_half(b + 2, 0.25f);
+    b[qh_at] = 0x01, b[qh_at + 3] = 0x80;
+    for (int j = 0; j < 16; ++j) b[qh_at + 4 + j] = static_cast<unsigned char>(3 | (j << 4));
+    float y[32];
+    dequantize_row(with_min ? GgmlType::Q5_1 : GgmlType::Q5_0, b, y, 32);
+    for (int e = 0; e < 32; ++e) {
+      const int q = (e < 16 ? 3 : e - 16) + ((e == 0 || e == 31) ? 16 : 0);
+      EXPECT_EQ(y[e], with_min ? 2.0f * float(q) + 0.25f : 2.0f * float(q - 16))
+          << (with_min ? "Q5_1 " : "Q5_0 ") << e;
+    }
+  }
+  {  // Q5_K: d = 1, dmin = 0.5; sub-block j: scale j + 1, min j (6-bit packing of Q4_K); nibbles 5 / 9;
+     // qh[l] = 0b10100101: the 5th bit for sub-blocks 0, 2, 5 and 7
+    unsigned char b[176] = {};
+    put_half(b, 1.0f);
+    put_half(b + 2, 0.5f);
+    unsigned char* sc = b + 4;
+    for (int j = 0; j < 4; ++j)
+      sc[j] = static_cast<unsigned char>(j + 1), sc[j + 4] = static_cast<unsigned char>(j);
+    for (int j = 4; j < 8; ++j) sc[j + 4] = static_cast<unsigned char>((j + 1) | (j << 4));  // low 4 bits
+    for (int l = 0; l < 32; ++l) b[16 + l] = 0xA5;
+    for (int k = 0; k < 128; ++k) b[48 + k] = 0x95;  // low nibble 5, high nibble 9
+    float y[256];
+    dequantize_row(GgmlType::Q5_K, b, y, 256);
+    for (int e = 0; e < 256; ++e) {
+      const int j = e / 32;
+      const int q = ((j % 2 == 0) ? 5 : 9) + (((0xA5 >> j) & 1) ? 16 : 0);
+      EXPECT_EQ(y[e], 1.0f * float(j + 1) * float(q) - 0.5f * float(j)) << "Q5_K " << e;
+    }
+  }
 }
 
 TEST(GgufQuant, HandBuiltQ8_0Block) {
@@ -568,11 +622,11 @@ TEST(GgufMalformed, TensorCases) {
 
 TEST(GgufMalformed, UnsupportedTypeOpensButDoesNotDequantize) {
   TempDir tmp;
-  test::write_raw(tmp.path("q5.gguf"), file_with({{"a", {256}, 13, 0}}, 192));  // Q5_K: 176 bytes
-  const GgufFile f = GgufFile::open(tmp.path("q5.gguf"));
+  test::write_raw(tmp.path("q3.gguf"), file_with({{"a", {256}, 11, 0}}, 128));  // Q3_K: 110 bytes
+  const GgufFile f = GgufFile::open(tmp.path("q3.gguf"));
   std::vector<float> y(256);
   test::expect_data_error([&] { f.read_f32(f.tensors()[0], y.data()); },
-                          {"'a'", "Q5_K", "does not dequantize"});
+                          {"'a'", "Q3_K", "does not dequantize"});
 }
 
 }  // namespace

@@ -283,8 +283,12 @@ TEST(GgufGpt2, BadTokenizerMetadataIsNamed) {
   };
   with([](auto&) {});
   EXPECT_EQ(gguf_tokenizer(tmp("t.gguf"))->encode("ab"), std::vector<int>{256});
-  with([](auto& md) { md.set("tokenizer.ggml.model", std::string("llama")); });
-  expect({"t.gguf: key 'tokenizer.ggml.model' is 'llama'"});
+  with([](auto& md) { md.set("tokenizer.ggml.model", std::string("bert")); });
+  expect({"t.gguf: key 'tokenizer.ggml.model' is 'bert'"});
+  with([](auto& md) { md.set("tokenizer.ggml.model", std::string("llama")); });  // SentencePiece needs scores
+  expect({"t.gguf: key 'tokenizer.ggml.scores' is missing"});
+  with([](auto& md) { md.set("tokenizer.ggml.pre", std::string("falcon")); });
+  expect({"t.gguf: key 'tokenizer.ggml.pre' is 'falcon'"});
   with([&](auto& md) { md.set("tokenizer.ggml.tokens", with_tokens({"a"})); });
   expect({"t.gguf: key 'tokenizer.ggml.tokens': token 257 \"a\" appears twice"});
   with([&](auto& md) { md.set("tokenizer.ggml.tokens", with_tokens({"b\xff"}, 1)); });

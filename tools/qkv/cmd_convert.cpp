@@ -1,12 +1,19 @@
-// qkv convert --to gguf --type T IN OUT — a GPT-2 checkpoint (any format load_model reads) written as
-// llama.cpp's gpt2 GGUF, fp32, fp16 or quantized, with its tokenizer in the metadata.
+// qkv convert --to gguf --type T IN OUT — a checkpoint written as llama.cpp's GGUF, fp32, fp16 or
+// quantized, with its tokenizer in the metadata: GPT-2 (any format load_model reads) as llama.cpp's gpt2,
+// and Llama, Mistral, Qwen2, Gemma, Gemma 2, Phi-3 (any format load_lm reads) as llama / qwen2 / gemma /
+// gemma2 / phi3 (include/qkv/io/gguf_family.hpp).
+#include <unistd.h>
+
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <map>
 
 #include "cli.hpp"
 #include "qkv/error.hpp"
+#include "qkv/io/gguf_family.hpp"
 #include "qkv/io/gguf_gpt2.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/table.hpp"
 
@@ -14,6 +21,23 @@ namespace fs = std::filesystem;
 
 namespace qkv::cli {
 namespace {
+
+// A private directory for a GGUF input's tokenizer rebuilt as tokenizer.json, removed afterwards.
+struct ScratchTokenizerDir {
+  fs::path path;
+  ScratchTokenizerDir() {
+    static std::atomic<int> n{0};
+    path = fs::temp_directory_path() /
+           ("qkv-convert-tok-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    fs::create_directories(path, ec);
+  }
+  ~ScratchTokenizerDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
 
 void run_convert(const std::string& to, const std::string& type_arg, const std::string& in,
                  const std::string& out, bool json) {
@@ -26,9 +50,38 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   std::error_code ec;
   if (fs::exists(in, ec) && fs::exists(out, ec) && fs::equivalent(in, out, ec))
     usage_error(out + ": the output would overwrite the input");
-  const GPT2 m = load_model(in);
-  const std::optional<Tokenizer> tok = tokenizer_for_model(in);
-  const auto choices = save_gguf_gpt2(m, tok ? &*tok : nullptr, out, *type, fs::path(in).filename().string());
+  // GPT-2 through its own writer (llama.cpp's gpt2); every other family through the family engine.
+  const Model lm = load_lm(in);
+  std::optional<Tokenizer> tok;
+  std::vector<GgufTensorChoice> choices;
+  if (lm.arch.model_type == "gpt2") {
+    const GPT2 m = load_model(in);
+    tok = tokenizer_for_model(in);
+    choices = save_gguf_gpt2(m, tok ? &*tok : nullptr, out, *type, fs::path(in).filename().string());
+  } else {
+    // The tokenizer.json beside the checkpoint (a GGUF input carries its tokenizer in the metadata, which
+    // is rebuilt as a tokenizer.json first).
+    std::error_code e2;
+    const fs::path dir = fs::is_directory(in, e2) ? fs::path(in) : fs::path(in).parent_path();
+    std::string tok_dir;
+    std::unique_ptr<ScratchTokenizerDir> scratch;
+    if (in.size() > 5 && in.compare(in.size() - 5, 5, ".gguf") == 0) {
+      const io::GgufFile f = io::GgufFile::open(in);
+      const auto& md = f.metadata();
+      if (md.has("tokenizer.ggml.model") &&
+          (md.get_string("tokenizer.ggml.model") == "llama" ||
+           (md.has("tokenizer.ggml.pre") && md.get_string("tokenizer.ggml.pre") != "gpt-2"))) {
+        scratch = std::make_unique<ScratchTokenizerDir>();
+        gguf_write_hf_tokenizer(f, scratch->path.string());
+        tok_dir = scratch->path.string();
+        tok = Tokenizer::from_dir(tok_dir);
+      }
+    } else if (fs::exists(dir / "tokenizer.json", e2)) {
+      tok_dir = dir.string();
+      tok = Tokenizer::from_dir(tok_dir);
+    }
+    choices = save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string());
+  }
   const auto size = fs::file_size(out, ec);
   std::map<std::string, int> counts;
   for (const auto& c : choices) ++counts[io::ggml_type_name(c.type)];
@@ -146,8 +199,9 @@ void register_gguf_info(CLI::App& app) {
 QKV_COMMAND(27, register_gguf_info);
 
 void register_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "convert", "Write a GPT-2 checkpoint as a llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
+  auto* cmd = app.add_subcommand("convert",
+                                 "Write a checkpoint (gpt2, llama, mistral, qwen2, gemma, gemma2, phi3) as a "
+                                 "llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();

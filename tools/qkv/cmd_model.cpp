@@ -32,7 +32,7 @@ void run_info(const ModelArgs& a, bool json) {
       const Weight& w = m.model.weight(s.name);
       t.push_back({{"name", w.name},
                    {"shape", s.shape},
-                   {"dtype", w.type == WeightType::F32 ? "F32" : w.type == WeightType::F16 ? "F16" : "BF16"},
+                   {"dtype", weight_type_name(w)},
                    {"role", s.role}});
     }
     nlohmann::json cfg = c.to_json();
@@ -56,8 +56,7 @@ void run_info(const ModelArgs& a, bool json) {
   report::Table t({"tensor", "shape", "dtype", "role"});
   for (const auto& s : m.model.table) {
     const Weight& w = m.model.weight(s.name);
-    t.add({w.name, shape_string(s.shape), w.type == WeightType::F32 ? "F32" : w.type == WeightType::F16 ? "F16" : "BF16",
-           s.role});
+    t.add({w.name, shape_string(s.shape), weight_type_name(w), s.role});
   }
   std::cout << t.str();
 }

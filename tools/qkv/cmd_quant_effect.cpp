@@ -2,13 +2,16 @@
 // head, the relative error of q, k, v, the scores S and the pattern A of a quantized model against its
 // unquantized reference on the same tokens, and the KL divergence of the next-token distributions.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/report/svg.hpp"
 #include "qkv/report/table.hpp"
 
@@ -57,35 +60,45 @@ double kl_row(const float* ref, const float* q, int V) {
 
 void run_quant_effect(const ModelArgs& a, const std::string& reference, const std::string& svg, bool json) {
   if (reference.empty()) usage_error("--reference is required: the unquantized model to compare against");
-  const LoadedModel m = load_model_arg(a);
-  const GPT2 ref = load_model(reference);
-  const GPT2Config &c = m.model.config, &r = ref.config;
-  if (c.n_layer != r.n_layer || c.n_head != r.n_head || c.n_embd != r.n_embd ||
-      c.vocab_size != r.vocab_size || c.n_positions != r.n_positions || c.attn_only != r.attn_only)
+  // Any family, through the one hooked forward (for GPT-2 its trace is bit-identical to forward()'s).
+  const LoadedLM m = load_lm_arg(a);
+  const Model ref = load_lm(reference);
+  const Arch &c = m.model.arch, &r = ref.arch;
+  if (c.n_layer != r.n_layer || c.H != r.H || c.n_kv != r.n_kv || c.dh != r.dh || c.d != r.d ||
+      c.vocab_size != r.vocab_size || c.attn_only() != r.attn_only() || c.rotary() != r.rotary())
     usage_error("--reference " + reference + " has another shape than " + m.path +
-                " (layers, heads, width, vocabulary, positions)");
+                " (layers, heads, key/value heads, head size, width, vocabulary)");
   const std::vector<int> ids =
       input_ids(m, a, "The quick brown fox jumps over the lazy dog because the dog was lazy.");
-  Activations acts_q, acts_r;
-  Trace tq, tr;
-  forward(m.model, ids, acts_q, &tq);
-  forward(ref, ids, acts_r, &tr);
-  const int L = c.n_layer, H = c.n_head, T = int(ids.size()), V = c.vocab_size;
-  // err[k][l][h]
+  if (int(ids.size()) > r.n_ctx)
+    usage_error("the input is " + std::to_string(ids.size()) + " tokens but --reference has " +
+                std::to_string(r.n_ctx) + " positions");
+  auto keep = [](const std::string& n) {
+    for (const char* h : kHooks)
+      if (n.size() > std::strlen(h) && n.compare(n.size() - std::strlen(h), std::strlen(h), h) == 0)
+        return true;
+    return false;
+  };
+  const std::map<std::string, Tensor> tq = run_with_cache(m.model, ids, keep),
+                                      tr = run_with_cache(ref, ids, keep);
+  const int L = c.n_layer, H = c.H, G = c.H / c.n_kv, T = int(ids.size()), V = c.vocab_size;
+  // err[k][l][h]; k and v of a grouped-query model: the key/value head query head h reads (h / G)
   std::vector<std::vector<std::vector<double>>> err(
       5, std::vector<std::vector<double>>(size_t(L), std::vector<double>(size_t(H))));
   for (int l = 0; l < L; ++l)
     for (int k = 0; k < 5; ++k) {
       const std::string hook = "blocks." + std::to_string(l) + "." + kHooks[k];
-      const Tensor& x = tq.acts.at(hook);
-      const Tensor& y = tr.acts.at(hook);
-      for (int h = 0; h < H; ++h) err[size_t(k)][size_t(l)][size_t(h)] = rel_error(x, y, h, k >= 3);
+      const Tensor& x = tq.at(hook);
+      const Tensor& y = tr.at(hook);
+      for (int h = 0; h < H; ++h)
+        err[size_t(k)][size_t(l)][size_t(h)] = rel_error(x, y, (k == 1 || k == 2) ? h / G : h, k >= 3);
     }
+  const Tensor& lq = tq.at("logits");
+  const Tensor& lr = tr.at("logits");
   std::vector<double> kl(static_cast<size_t>(T));
   double kl_mean = 0;
   for (int t = 0; t < T; ++t) {
-    kl[size_t(t)] =
-        kl_row(acts_r.logits.data() + size_t(t) * size_t(V), acts_q.logits.data() + size_t(t) * size_t(V), V);
+    kl[size_t(t)] = kl_row(lr.data() + size_t(t) * size_t(V), lq.data() + size_t(t) * size_t(V), V);
     kl_mean += kl[size_t(t)] / T;
   }
 
@@ -125,6 +138,7 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
       }
     print_json({{"model", m.model.source},
                 {"reference", ref.source},
+                {"grouped_query", G > 1},
                 {"tokens", ids},
                 {"heads", heads},
                 {"kl_next_token", {{"mean", kl_mean}, {"last", kl.back()}, {"per_position", kl}}},
@@ -140,6 +154,10 @@ void run_quant_effect(const ModelArgs& a, const std::string& reference, const st
       for (int k = 0; k < 5; ++k) row.push_back(report::fmt_num(err[size_t(k)][size_t(l)][size_t(h)], 3));
       t.add(row);
     }
+  if (G > 1)
+    std::cout << "(grouped-query attention: the k and v columns are those of the key/value head each query "
+                 "head reads, "
+              << G << " query heads per key/value head)\n";
   std::cout << t.str() << "\nKL(reference ‖ model) of the next-token distribution: mean "
             << report::fmt_num(kl_mean, 3) << " nats over " << T << " positions, last position "
             << report::fmt_num(kl.back(), 3) << " nats\n";

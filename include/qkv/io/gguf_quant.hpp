@@ -20,7 +20,8 @@
 namespace qkv::io {
 
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
-// those, F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be dequantized and quantized.
+// those, F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be dequantized and quantized, and Q4_1, Q5_0, Q5_1
+// and Q5_K (which llama.cpp's Q4_K_M / Q5_K_M files hold) dequantized.
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -49,6 +50,7 @@ struct GgmlTypeTraits {
   int64_t block_size;     // values per block
   std::size_t type_size;  // bytes per block
   bool supported;         // qkv dequantizes and quantizes it
+  bool dequantizes;       // qkv dequantizes it (supported, and the read-only Q4_1, Q5_0, Q5_1, Q5_K)
 };
 
 // nullopt for a type number qkv does not know (its block size is then unknown too).

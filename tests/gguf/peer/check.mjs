@@ -14,6 +14,17 @@ if (!qkv || files.length === 0) {
 
 // Values as comparable JSON: BigInt -> decimal string (qkv prints 64-bit integers as strings).
 const norm = (v) => (typeof v === "bigint" ? v.toString() : Array.isArray(v) ? v.map(norm) : v);
+// @huggingface/gguf decodes strings with TextDecoder, which drops a leading U+FEFF (byte order mark):
+// Llama 2's vocabulary has the token "\uFEFF" (id 31759), which it reads as "". The only known difference;
+// counted and reported, never hidden: qkv's side is compared with the BOM dropped as the peer drops it.
+let bomDropped = 0;
+const peerView = (v) => {
+  if (typeof v === "string" && v.startsWith("\uFEFF")) {
+    bomDropped++;
+    return v.slice(1);
+  }
+  return Array.isArray(v) ? v.map(peerView) : v;
+};
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 let failed = 0;
@@ -49,7 +60,7 @@ for (const file of files) {
     if (!p) continue;
     expect(`${e.key} type`, e.type, p.type);
     if (e.element_type !== undefined) expect(`${e.key} element type`, e.element_type, p.subType);
-    expect(`${e.key} value`, e.value, norm(p.value));
+    expect(`${e.key} value`, e.type === 8 || e.element_type === 8 ? peerView(e.value) : e.value, norm(p.value));
   }
   expect("tensor names", ours.tensors.map((t) => t.name), peer.tensorInfos.map((t) => t.name));
   peer.tensorInfos.forEach((t, i) => {
@@ -69,4 +80,5 @@ for (const file of files) {
     console.log(`ok   ${file}: ${ours.metadata.length} keys, ${ours.tensors.length} tensors agree (GGUF v${ours.version})`);
   }
 }
+if (bomDropped) console.log(`note: ${bomDropped} string value(s) begin with U+FEFF, which @huggingface/gguf's TextDecoder drops`);
 process.exit(failed ? 1 : 0);
