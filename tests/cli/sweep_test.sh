@@ -47,6 +47,21 @@ top = {(r["layer"], r["head"]): r for r in s}
 assert top[(0, 1)]["previous_token"] > 0.9 and min(top[(1, k)]["induction"] for k in range(3)) > 0.4
 EOF
 
+# The second bundled model (rotary, GQA, RMSNorm) on the same corpus: its previous-token head and its
+# induction heads are the ones `qkv heads` finds.
+"$qkv" sweep --model "$src/models/induction-llama" --tokens-file "$tmp/rep.u16" --window 128 --out "$tmp/ll" >/dev/null 2>&1 &&
+  "$qkv" heads --json --model "$src/models/induction-llama" >"$tmp/heads_ll.json" 2>/dev/null || bad "induction-llama: sweep or heads failed"
+$py - "$tmp/ll/stats.json" "$tmp/heads_ll.json" <<'EOF' && ok "induction-llama: corpus scores pick 0.3 as previous-token head and the same induction heads as qkv heads" || bad "induction-llama: corpus ranking differs from qkv heads"
+import json, sys
+s = json.load(open(sys.argv[1]))["heads"]; h = json.load(open(sys.argv[2]))["heads"]
+top = lambda rows, key: max(rows, key=lambda r: r[key])
+ind = lambda rows, t: sorted((r["layer"], r["head"]) for r in rows if r["induction"] > t)
+print("  corpus prev", (top(s, "previous_token")["layer"], top(s, "previous_token")["head"]), "induction >0.3", ind(s, 0.3))
+print("  heads  prev", (top(h, "previous_token")["layer"], top(h, "previous_token")["head"]), "induction >0.5", ind(h, 0.5))
+assert (top(s, "previous_token")["layer"], top(s, "previous_token")["head"]) == (top(h, "previous_token")["layer"], top(h, "previous_token")["head"]) == (0, 3)
+assert ind(s, 0.3) == ind(h, 0.5) and len(ind(s, 0.3)) >= 1 and all(l == 1 for l, _ in ind(s, 0.3))
+EOF
+
 # MPI: two ranks give the same directory, byte for byte (statistics, manifest, shards, records).
 if command -v mpirun >/dev/null 2>&1; then
   # Open MPI's runtime keeps its component state (libmpi and the MCA plugins it dlopens, whose frames
