@@ -79,11 +79,19 @@ async function patching(page) {
   await page.check('#patch-src-rep');
   await page.fill('#patch-n', '25');
   await page.fill('#patch-hook', 'attn.hook_v');
+  // Watch for the busy state from inside the page (a fast sweep can finish before a round trip from
+  // here could look): set when data-patch-busy appears while the button is disabled.
+  await page.evaluate(() => {
+    window.__sawBusy = false;
+    new MutationObserver(() => {
+      if (document.body.dataset.patchBusy === '1' && document.getElementById('patch-run').disabled) window.__sawBusy = true;
+    }).observe(document.body, { attributes: true, attributeFilter: ['data-patch-busy'] });
+  });
   const t0 = Date.now();
   await page.click('#patch-run');
-  const busy = await page.evaluate(() => document.body.dataset.patchBusy === '1' && document.getElementById('patch-run').disabled);
   done++;
   await waitFor(page, (n) => document.body.dataset.patchDone === String(n), done, { timeout: 120000 });
+  const busy = await page.evaluate(() => window.__sawBusy);
   check('busy state while the sweep runs (button disabled, status shown)', busy, `${Date.now() - t0} ms`);
   const cliV = await compare('repeated 25, attn.hook_v', ['patch', '--model', gptModel, '--repeated', '25', '--hook', 'attn.hook_v']);
   const api = await page.evaluate(async () => (await fetch('/api/patch', { method: 'POST', body: JSON.stringify({ repeated: 25, hook: 'attn.hook_v' }) })).json());
