@@ -126,6 +126,9 @@ struct LmParams {
 // residual outputs (W_O, the MLP's down) scaled by 1/√(2·n_layer), norm weights at identity (1, Gemma
 // 0), biases 0. Deterministic for a seed.
 LmParams init_lm(const nlohmann::json& config, uint64_t seed);
+// Parameters for gradient checks in double, large enough that every path matters: matrices N(0, 0.3),
+// norm weights 1 + N(0, 0.2) (Gemma's 1 + w: N(0, 0.2)), other vectors N(0, 0.2). Deterministic for a seed.
+std::vector<double> lm_gradcheck_params(const LmLayout& L, uint64_t seed);
 // A loaded model's weights copied into a trainable buffer (F16/BF16 converted).
 LmParams lm_params_from(const Model& m, const nlohmann::json& config);
 // A Model whose weights are F32 views into p.params (valid while p lives and is not resized): run(),

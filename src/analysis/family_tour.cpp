@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 
 #include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
@@ -67,21 +66,7 @@ Claim gradcheck_model(const Arch& a, uint64_t seed) {
   } catch (const Error& e) {
     return bd.na(std::string("no miniature of this architecture: ") + e.what());
   }
-  // Parameters large enough that every path matters: matrices N(0, 0.3), norm weights 1 + N(0, 0.2)
-  // (Gemma's 1 + w: N(0, 0.2)), other vectors N(0, 0.2).
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> N(0, 1);
-  std::vector<double> p(size_t(L.size));
-  for (size_t i = 0; i < L.table.size(); i++) {
-    const TensorSpec& t = L.table[i];
-    int64_t n = 1;
-    for (int64_t x : t.shape) n *= x;
-    const bool norm_w = t.role == "ln1_w" || t.role == "ln2_w" || t.role == "lnf_w" || t.role == "post_attn_w" ||
-                        t.role == "post_mlp_w";
-    const double base = norm_w && s.norm != NormKind::RMSNormPlusOne ? 1.0 : 0.0;
-    const double sd = t.shape.size() == 2 ? 0.3 : 0.2;
-    for (int64_t j = 0; j < n; j++) p[size_t(L.offset[i] + j)] = base + sd * N(rng);
-  }
+  std::vector<double> p = lm_gradcheck_params(L, seed);
   const std::vector<int> ids = {3, 17, 5, 3, 17, 9, 0, 23}, targets = {17, 5, -1, 17, 9, 2, 23, 1};
   LmActs<double> acts;
   auto loss = [&] {

@@ -45,6 +45,21 @@ LmParams init_lm(const nlohmann::json& config, uint64_t seed) {
   return p;
 }
 
+std::vector<double> lm_gradcheck_params(const LmLayout& L, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N(0, 1);
+  std::vector<double> p(size_t(L.size));
+  for (size_t i = 0; i < L.table.size(); i++) {
+    const TensorSpec& s = L.table[i];
+    int64_t n = 1;
+    for (int64_t x : s.shape) n *= x;
+    const double base = is_norm_weight(s.role) && L.arch.norm != NormKind::RMSNormPlusOne ? 1.0 : 0.0;
+    const double sd = s.shape.size() == 2 ? 0.3 : 0.2;
+    for (int64_t j = 0; j < n; j++) p[size_t(L.offset[i] + j)] = base + sd * N(rng);
+  }
+  return p;
+}
+
 LmParams lm_params_from(const Model& m, const nlohmann::json& config) {
   LmParams p;
   p.config = config;

@@ -167,23 +167,8 @@ nlohmann::json tiny(const std::string& type) {
   return j;
 }
 
-// Parameters large enough that every path matters: matrices N(0, 0.3), norm weights 1 + N(0, 0.2)
-// (Gemma: N(0, 0.2)), biases N(0, 0.2).
 std::vector<double> random_params(const LmLayout& L, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> N(0, 1);
-  std::vector<double> p(size_t(L.size));
-  for (size_t i = 0; i < L.table.size(); i++) {
-    const TensorSpec& s = L.table[i];
-    int64_t n = 1;
-    for (int64_t x : s.shape) n *= x;
-    const bool norm_w = s.role == "ln1_w" || s.role == "ln2_w" || s.role == "lnf_w" ||
-                        s.role == "post_attn_w" || s.role == "post_mlp_w";
-    const double base = norm_w && L.arch.norm != NormKind::RMSNormPlusOne ? 1.0 : 0.0;
-    const double sd = s.shape.size() == 2 ? 0.3 : 0.2;
-    for (int64_t j = 0; j < n; j++) p[size_t(L.offset[i] + j)] = base + sd * N(rng);
-  }
-  return p;
+  return lm_gradcheck_params(L, seed);
 }
 
 void check_whole_model(const LmLayout& L, const std::string& what) {
