@@ -120,7 +120,7 @@ struct PyModel {
   const qkv::GPT2& gpt2(const char* what) {
     if (lm.arch.model_type != "gpt2")
       qkv::usage_error(path + ": a " + lm.arch.model_type + " model; qkv." + what +
-                       " measures GPT-2 checkpoints so far (load, run_with_cache and run_with_hooks take every family)");
+                       " reads GPT-2 checkpoints only");
     std::lock_guard<std::mutex> g(gpt2_mutex);
     if (!gpt2_model) gpt2_model = std::make_unique<qkv::GPT2>(qkv::load_model(path));
     return *gpt2_model;
@@ -260,83 +260,103 @@ std::vector<int> opt_ids(const std::optional<py::array_t<int64_t, py::array::c_s
 }
 using OptIds = std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>;
 
-py::object exp_project(PyModel& m, int layer, const OptIds& tokens) {
-  const qkv::GPT2& g = m.gpt2("project");
-  an::check_layer(g, layer);
-  const auto ids = qkv::report::experiment_ids(g.config, m.tokenizer(), opt_ids(tokens));
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    j = qkv::report::project_json(an::project(g, ids, layer));
+// An experiment on the loaded model: GPT-2 checkpoints through class GPT2 (the numbers the tests pin),
+// every other family through the family engine's overloads (same result structs and JSON). f(model,
+// shape) gets either; shape carries what the helpers read (vocabulary, positions).
+template <class F>
+py::object with_model(PyModel& m, const char* what, F&& f) {
+  if (m.lm.arch.model_type == "gpt2") {
+    const qkv::GPT2& g = m.gpt2(what);
+    return f(g, g.config);
   }
-  return to_py(j);
+  qkv::GPT2Config shape;
+  shape.vocab_size = m.lm.arch.vocab_size, shape.n_positions = m.lm.arch.n_ctx;
+  return f(m.lm, shape);
+}
+
+py::object exp_project(PyModel& m, int layer, const OptIds& tokens) {
+  return with_model(m, "project", [&](const auto& g, const qkv::GPT2Config& c) {
+    an::check_layer(g, layer);
+    const auto ids = qkv::report::experiment_ids(c, m.tokenizer(), opt_ids(tokens));
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      j = qkv::report::project_json(an::project(g, ids, layer));
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_scores(PyModel& m, int layer, int head, const OptIds& tokens) {
-  const qkv::GPT2& g = m.gpt2("scores");
-  an::check_head(g, layer, head);
-  const auto ids = qkv::report::experiment_ids(g.config, m.tokenizer(), opt_ids(tokens));
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    j = qkv::report::scores_json(an::score_asymmetry(g, ids, layer, head), m.labels(ids));
-  }
-  return to_py(j);
+  return with_model(m, "scores", [&](const auto& g, const qkv::GPT2Config& c) {
+    an::check_head(g, layer, head);
+    const auto ids = qkv::report::experiment_ids(c, m.tokenizer(), opt_ids(tokens));
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      j = qkv::report::scores_json(an::score_asymmetry(g, ids, layer, head), m.labels(ids));
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_swap(PyModel& m, int layer, int head, const OptIds& tokens) {
-  const qkv::GPT2& g = m.gpt2("swap");
-  an::check_head(g, layer, head);
-  const auto ids = qkv::report::experiment_ids(g.config, m.tokenizer(), opt_ids(tokens));
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    j = qkv::report::swap_json(an::swap_query_key(g, ids, layer, head));
-  }
-  return to_py(j);
+  return with_model(m, "swap", [&](const auto& g, const qkv::GPT2Config& c) {
+    an::check_head(g, layer, head);
+    const auto ids = qkv::report::experiment_ids(c, m.tokenizer(), opt_ids(tokens));
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      j = qkv::report::swap_json(an::swap_query_key(g, ids, layer, head));
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_heads(PyModel& m, int seq_len, int batch, uint64_t seed, int bos, const OptIds& tokens) {
-  const qkv::GPT2& g = m.gpt2("heads");
-  if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
-  const int n = qkv::report::repeated_length(g.config, seq_len, bos, 1);
-  const std::vector<int> text = opt_ids(tokens);
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    const auto seqs = an::repeated_random_tokens(g.config.vocab_size, n, batch, seed, bos);
-    j = qkv::report::heads_json(an::scan_heads(g, seqs, n, bos, text), n, batch, seed, bos);
-  }
-  return to_py(j);
+  return with_model(m, "heads", [&](const auto& g, const qkv::GPT2Config& c) {
+    if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
+    const int n = qkv::report::repeated_length(c, seq_len, bos, 1);
+    const std::vector<int> text = opt_ids(tokens);
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      const auto seqs = an::repeated_random_tokens(c.vocab_size, n, batch, seed, bos);
+      j = qkv::report::heads_json(an::scan_heads(g, seqs, n, bos, text), n, batch, seed, bos);
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_ablate(PyModel& m, int layer, int head, int seq_len, int batch, uint64_t seed, int bos) {
-  const qkv::GPT2& g = m.gpt2("ablate");
-  an::check_head(g, layer, head);
-  if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
-  const int n = qkv::report::repeated_length(g.config, seq_len, bos, 2);
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    const auto seqs = an::repeated_random_tokens(g.config.vocab_size, n, batch, seed, bos);
-    j = qkv::report::ablate_json(an::ablate_head(g, seqs, n, bos, layer, head), seed);
-  }
-  return to_py(j);
+  return with_model(m, "ablate", [&](const auto& g, const qkv::GPT2Config& c) {
+    an::check_head(g, layer, head);
+    if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
+    const int n = qkv::report::repeated_length(c, seq_len, bos, 2);
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      const auto seqs = an::repeated_random_tokens(c.vocab_size, n, batch, seed, bos);
+      j = qkv::report::ablate_json(an::ablate_head(g, seqs, n, bos, layer, head), seed);
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_circuits(PyModel& m, bool fold_ln, int samples, uint64_t seed) {
-  const qkv::GPT2& g = m.gpt2("circuits");
-  if (samples < 0) qkv::usage_error("samples: " + std::to_string(samples) + " must be >= 0");
-  an::CircuitsOptions o;
-  o.fold_ln = fold_ln;
-  o.baseline_samples = samples;
-  o.seed = seed;
-  nlohmann::json j;
-  {
-    py::gil_scoped_release nogil;
-    j = qkv::report::circuits_json(an::circuits(g, o));
-  }
-  return to_py(j);
+  return with_model(m, "circuits", [&](const auto& g, const qkv::GPT2Config&) {
+    if (samples < 0) qkv::usage_error("samples: " + std::to_string(samples) + " must be >= 0");
+    an::CircuitsOptions o;
+    o.fold_ln = fold_ln;
+    o.baseline_samples = samples;
+    o.seed = seed;
+    nlohmann::json j;
+    {
+      py::gil_scoped_release nogil;
+      j = qkv::report::circuits_json(an::circuits(g, o));
+    }
+    return to_py(j);
+  });
 }
 
 py::object exp_tour(PyModel& m, const OptIds& tokens, const std::string& text, const std::optional<std::string>& out,

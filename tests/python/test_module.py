@@ -309,8 +309,13 @@ def test_another_family_caches_every_hook_point_as_dump(tmp_path):
     seen = []
     m.run_with_hooks(ids, fwd_hooks=[(n, lambda a, n: seen.append(n)) for n in m.hook_names])
     assert seen == m.hook_names
-    with pytest.raises(qkv.Error, match="llama"):
-        qkv.heads(m)
+    # The experiments take every family: the same JSON as the CLI's (qkv heads / project / scores --json).
+    tok = ",".join(map(str, ids))
+    for got, args in ((qkv.heads(m), ["heads"]),
+                      (qkv.project(m, 1, tokens=ids), ["project", "--layer", "1", "--tokens", tok]),
+                      (qkv.scores(m, 1, 3, tokens=ids), ["scores", "--layer", "1", "--head", "3", "--tokens", tok])):
+        want = json.loads(run_cli(*args, "--model", tmp_path / "llama", "--json").stdout)
+        assert got == want, args[0]
     got = qkv.tour(m, out=str(tmp_path / "report"))
     want = json.loads(run_cli("tour", "--model", tmp_path / "llama", "--json", "--quiet", "--out", tmp_path / "cli").stdout)
     assert got["family"] == "llama" and got["report"] == str(tmp_path / "report" / "index.html")
