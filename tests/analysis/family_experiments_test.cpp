@@ -6,6 +6,7 @@
 //    the maps reproduce the forward's q, k, v);
 //  - on GPT-2, the family path gives the GPT-2 path's numbers (two independent slicings of c_attn).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -35,7 +36,7 @@ nlohmann::json reference() {
 Model family_checkpoint(const std::string& type, const std::string& tag) {
   nlohmann::json cfg = default_config(type, "tiny");
   cfg["initializer_range"] = 0.2;
-  const std::string dir = (fs::temp_directory_path() / ("qkv_family_experiments_" + tag + type)).string();
+  const std::string dir = (fs::temp_directory_path() / ("qkv_family_experiments_" + tag + type + "_" + std::to_string(::getpid()))).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
   Model m = load_lm(dir);
   fs::remove_all(dir);  // the mapping stays valid after its files are unlinked (POSIX)

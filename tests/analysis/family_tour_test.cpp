@@ -2,6 +2,7 @@
 // claims hold on each (they are identities of the maps and the mask, so a failure is a bug in qkv),
 // and every claim has a verdict or an n/a with its reason.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,7 @@ TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
     SCOPED_TRACE(type);
     nlohmann::json cfg = default_config(type, "tiny");
     cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_family_tour_" + type)).string();
+    const std::string dir = (fs::temp_directory_path() / ("qkv_family_tour_" + type + "_" + std::to_string(::getpid()))).string();
     write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
     const Model m = load_lm(dir);
     const FamilyTourResult r = family_tour(m, {});
@@ -65,7 +66,7 @@ TEST(FamilyTour, ArithmeticClaimsHoldOnEveryFamily) {
 TEST(FamilyTour, QkvMapsDependOnTheLayout) {
   nlohmann::json cfg = default_config("gpt_neox", "tiny");
   cfg["initializer_range"] = 0.2;
-  const std::string dir = (fs::temp_directory_path() / "qkv_family_tour_layout").string();
+  const std::string dir = (fs::temp_directory_path() / ("qkv_family_tour_layout_" + std::to_string(::getpid()))).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, 5);
   Model m = load_lm(dir);
   m.arch.qkv_layout = QkvLayout::Stacked;  // the same bytes read as Phi-3's stacked rows
@@ -93,7 +94,7 @@ TEST(FamilyTour, NumbersMatchAnIndependentComputation) {
     SCOPED_TRACE(type);
     nlohmann::json cfg = default_config(type, "tiny");
     cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_family_claims_" + type)).string();
+    const std::string dir = (fs::temp_directory_path() / ("qkv_family_claims_" + type + "_" + std::to_string(::getpid()))).string();
     write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
     const Model m = load_lm(dir);
     FamilyTourOptions o;

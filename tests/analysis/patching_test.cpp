@@ -4,6 +4,7 @@
 #include "qkv/analysis/patching.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -108,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PatchingReference, ::testing::Values("tiny", 
 
 // A random checkpoint of a family (lm.hpp's writer), for the properties that must hold on every family.
 std::string family_dir(const std::string& type, uint64_t seed) {
-  const std::string dir = (fs::temp_directory_path() / ("qkv_patching_" + type)).string();
+  const std::string dir = (fs::temp_directory_path() / ("qkv_patching_" + type + "_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   write_random_checkpoint(dir, default_config(type, "tiny"), WeightType::F32, 1, seed);
   return dir;

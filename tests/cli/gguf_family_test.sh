@@ -66,8 +66,12 @@ grep -q '<svg' "$tmp/qe.svg" 2>/dev/null && ok "quant-effect --svg on llama" || 
 check quant-effect-gqa-table 0 'grouped-query attention' -- quant-effect --model "$tmp/llama.q8_0.gguf" --reference "$tmp/llama" --tokens "$ids"
 
 # Python: qkv.load takes a .gguf (through load_lm); its run_with_cache equals the directory's.
-if [ -d "$src/build/python/qkv" ] || [ -d "$(dirname "$qkv")/python/qkv" ]; then
-  PYTHONPATH="$(dirname "$qkv")/python" /usr/bin/python3 - "$tmp/qwen2" "$tmp/qwen2.f32.gguf" "$ids" <<'PY' && ok "python qkv.load(.gguf): run_with_cache equals the directory's" || bad "python qkv.load on .gguf"
+# The module of this binary's build, else the normal build's (the ASan build has none; a .pth file of
+# scripts/setup.sh may name yet another checkout, so the path is always given).
+pydir="$(dirname "$qkv")/python"
+[ -d "$pydir/qkv" ] || pydir="$src/build/python"
+if [ -d "$pydir/qkv" ]; then
+  PYTHONPATH="$pydir" /usr/bin/python3 - "$tmp/qwen2" "$tmp/qwen2.f32.gguf" "$ids" <<'PY' && ok "python qkv.load(.gguf): run_with_cache equals the directory's" || bad "python qkv.load on .gguf"
 import sys, numpy as np, qkv
 a, b = qkv.load(sys.argv[1]), qkv.load(sys.argv[2])
 ids = [int(x) for x in sys.argv[3].split(",")]

@@ -3,6 +3,7 @@
 // made it (`qkv init --arch …`, deterministic), run through qkv's one forward, and every hook and the
 // logits compared.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -68,7 +69,7 @@ std::string make_checkpoint(const Case& c) {
     nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
     cfg[k] = j.is_discarded() ? nlohmann::json(v) : j;
   }
-  const std::string dir = (fs::temp_directory_path() / ("qkv_families_" + c.name)).string();
+  const std::string dir = (fs::temp_directory_path() / ("qkv_families_" + c.name + "_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   write_random_checkpoint(dir, cfg, dtype == "bf16" ? WeightType::BF16 : dtype == "f16" ? WeightType::F16 : WeightType::F32,
                           shards, seed);
@@ -182,7 +183,7 @@ TEST(Families, KvCacheDecodingEqualsTheFullForward) {
     SCOPED_TRACE(type);
     nlohmann::json cfg = default_config(type, "tiny");
     cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_kv_" + type)).string();
+    const std::string dir = (fs::temp_directory_path() / ("qkv_kv_" + type + "_" + std::to_string(::getpid()))).string();
     write_random_checkpoint(dir, cfg, WeightType::F32, 1, 11);
     const Model m = load_lm(dir);
     std::vector<int> ids;
@@ -226,7 +227,7 @@ TEST(Families, StartAtLayerFromTheCachedResidualIsBitIdentical) {
     SCOPED_TRACE(type);
     nlohmann::json cfg = default_config(type, "tiny");
     cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_start_" + type)).string();
+    const std::string dir = (fs::temp_directory_path() / ("qkv_start_" + type + "_" + std::to_string(::getpid()))).string();
     write_random_checkpoint(dir, cfg, WeightType::F32, 1, 13);
     const Model m = load_lm(dir);
     std::vector<int> ids;

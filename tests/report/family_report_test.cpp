@@ -2,6 +2,7 @@
 // pages; on a rotary model S beside Sᵀ on the rotated q and k and the score-vs-offset chart, on a model
 // with learned positions no offset chart; the comparison's table carries both verdicts of every claim id.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,7 +28,7 @@ struct Toured {
 Toured toured(const std::string& type) {
   nlohmann::json cfg = default_config(type, "tiny");
   cfg["initializer_range"] = 0.2;
-  const std::string dir = (fs::temp_directory_path() / ("qkv_family_report_" + type)).string();
+  const std::string dir = (fs::temp_directory_path() / ("qkv_family_report_" + type + "_" + std::to_string(::getpid()))).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
   Toured t{load_lm(dir), {}};
   fs::remove_all(dir);
