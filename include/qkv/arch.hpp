@@ -86,6 +86,11 @@ struct Arch {
   nlohmann::json to_json() const;
 };
 
+// Rotary inverse frequencies [rotary_dim / 2] in double: θ^(−2i/r), then the rope scaling (linear: ÷ factor;
+// llama3: long wavelengths ÷ factor, short ones kept, a smooth blend between). Position p's angle i is
+// p · inv[i]. The forward, the training forward and the experiments all rotate by these.
+std::vector<double> rope_inv_freq(const Arch& arch);
+
 // The families qkv knows, as config.json's model_type spells them.
 const std::vector<std::string>& supported_model_types();
 

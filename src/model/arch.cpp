@@ -244,6 +244,30 @@ Arch read_family(const json& j, const std::string& where, const std::string& typ
 
 }  // namespace
 
+std::vector<double> rope_inv_freq(const Arch& a) {
+  const int half = a.rotary_dim / 2;
+  std::vector<double> inv(static_cast<size_t>(half));
+  for (int i = 0; i < half; i++) inv[size_t(i)] = 1.0 / std::pow(a.rope_theta, double(2 * i) / a.rotary_dim);
+  const RopeScaling& s = a.rope_scaling;
+  if (s.type == "linear") {
+    for (auto& f : inv) f /= s.factor;
+  } else if (s.type == "llama3") {
+    // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
+    const double old = s.original_max_position_embeddings;
+    const double low_wl = old / s.low_freq_factor, high_wl = old / s.high_freq_factor;
+    for (auto& f : inv) {
+      const double wl = 2 * M_PI / f;
+      if (wl > low_wl) {
+        f = f / s.factor;
+      } else if (wl >= high_wl) {
+        const double smooth = (old / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
 const std::vector<std::string>& supported_model_types() {
   static const std::vector<std::string> t = {"gpt2", "llama", "mistral", "qwen2", "gemma",
                                              "gemma2", "gpt_neox", "phi3", "gpt_neo"};

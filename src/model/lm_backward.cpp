@@ -88,25 +88,7 @@ RopeTable rope_table(const Arch& a, int T) {
   RopeTable t;
   t.T = T, t.dh = a.dh, t.r = a.rotary_dim, t.adjacent = a.pairing == RotaryPairing::Adjacent;
   const int half = a.rotary_dim / 2;
-  // lm_forward.cpp's rope_tables, in double
-  std::vector<double> inv(static_cast<size_t>(half));
-  for (int i = 0; i < half; i++) inv[size_t(i)] = 1.0 / std::pow(a.rope_theta, double(2 * i) / a.rotary_dim);
-  const RopeScaling& s = a.rope_scaling;
-  if (s.type == "linear") {
-    for (auto& f : inv) f /= s.factor;
-  } else if (s.type == "llama3") {
-    const double old = s.original_max_position_embeddings;
-    const double low_wl = old / s.low_freq_factor, high_wl = old / s.high_freq_factor;
-    for (auto& f : inv) {
-      const double wl = 2 * M_PI / f;
-      if (wl > low_wl) {
-        f = f / s.factor;
-      } else if (wl >= high_wl) {
-        const double smooth = (old / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1 - smooth) * f / s.factor + smooth * f;
-      }
-    }
-  }
+  const std::vector<double> inv = rope_inv_freq(a);  // as lm_forward.cpp's rope_tables, kept in double
   t.cos.resize(size_t(T) * half);
   t.sin.resize(size_t(T) * half);
   for (int p = 0; p < T; p++)

@@ -148,25 +148,7 @@ void hook_heads(const Ctx& c, const std::string& name, float* x, int H, int dh) 
 // The rotation angles' cos and sin [T, r/2], computed in double: θ_i = pos · inv_freq_i.
 void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float>& sn) {
   const int half = a.rotary_dim / 2;
-  std::vector<double> inv(static_cast<size_t>(half));
-  for (int i = 0; i < half; i++) inv[size_t(i)] = 1.0 / std::pow(a.rope_theta, double(2 * i) / a.rotary_dim);
-  const RopeScaling& s = a.rope_scaling;
-  if (s.type == "linear") {
-    for (auto& f : inv) f /= s.factor;
-  } else if (s.type == "llama3") {
-    // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
-    const double old = s.original_max_position_embeddings;
-    const double low_wl = old / s.low_freq_factor, high_wl = old / s.high_freq_factor;
-    for (auto& f : inv) {
-      const double wl = 2 * M_PI / f;
-      if (wl > low_wl) {
-        f = f / s.factor;
-      } else if (wl >= high_wl) {
-        const double smooth = (old / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1 - smooth) * f / s.factor + smooth * f;
-      }
-    }
-  }
+  const std::vector<double> inv = rope_inv_freq(a);
   cs.resize(size_t(T) * half);
   sn.resize(size_t(T) * half);
   for (int t = 0; t < T; t++)
