@@ -117,19 +117,7 @@ HeadWatch lm_watch_heads(const LmParams& p, int n, int sequences, uint64_t seed)
   const Arch& a = p.arch();
   if (a.n_layer < 1 || 2 * n > a.n_ctx || n < 2) return w;
   const auto heads = lm_scan_heads(p, analysis::repeated_random_tokens(a.vocab_size, n, sequences, seed), n);
-  for (const auto& h : heads) {
-    if (h.layer == 0 && h.previous_token > w.previous_token) {
-      w.previous_token = h.previous_token;
-      w.previous_token_head = h.head;
-    }
-    if (h.layer > 0) w.induction_shifted = std::max(w.induction_shifted, h.induction_shifted);
-    if (h.layer > 0 && h.induction > w.induction) {
-      w.induction = h.induction;
-      w.induction_layer = h.layer;
-      w.induction_head = h.head;
-    }
-  }
-  return w;
+  return HeadWatch::of(heads);
 }
 
 std::vector<TrainRecord> train_lm(LmParams& p, const DataSource& data, const TrainSettings& s, int eval_n,

@@ -31,12 +31,9 @@ InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t 
   return r;
 }
 
-HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
+HeadWatch HeadWatch::of(const std::vector<analysis::HeadScores>& heads) {
   HeadWatch w;
-  if (model.config.n_layer < 1 || 2 * n > model.config.n_positions || n < 2) return w;
-  const auto seqs = analysis::repeated_random_tokens(model.config.vocab_size, n, sequences, seed);
-  const auto scan = analysis::scan_heads(model, seqs, n, -1, {});
-  for (const auto& h : scan.heads) {
+  for (const auto& h : heads) {
     if (h.layer == 0 && h.previous_token > w.previous_token) {
       w.previous_token = h.previous_token;
       w.previous_token_head = h.head;
@@ -49,6 +46,14 @@ HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
     }
   }
   return w;
+}
+
+HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
+  HeadWatch w;
+  if (model.config.n_layer < 1 || 2 * n > model.config.n_positions || n < 2) return w;
+  const auto seqs = analysis::repeated_random_tokens(model.config.vocab_size, n, sequences, seed);
+  const auto scan = analysis::scan_heads(model, seqs, n, -1, {});
+  return HeadWatch::of(scan.heads);
 }
 
 std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainSettings& s, int eval_n,

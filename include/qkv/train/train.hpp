@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/analysis/head_detector.hpp"
 #include "qkv/model.hpp"
 
 namespace qkv {
@@ -96,6 +97,8 @@ struct HeadWatch {
   double previous_token = 0, induction = 0;
   double induction_shifted = 0;  // best (2 − n) diagonal in a later layer: copying one token further on
   int previous_token_head = -1, induction_layer = -1, induction_head = -1;
+  // The bests among a head scan's scores (any model's: GPT-2's scan_heads, a family's lm_scan_heads).
+  static HeadWatch of(const std::vector<analysis::HeadScores>& heads);
 };
 HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed);
 
