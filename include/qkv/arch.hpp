@@ -6,6 +6,7 @@
 // tensor-name table (HF name -> role, shape, and the layout of fused Q/K/V weights).
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -104,12 +105,76 @@ Arch arch_from_config(const nlohmann::json& config, const std::string& where);
 // JSON before it is read back (any config key: `num_key_value_heads=2`).
 nlohmann::json default_config(const std::string& model_type, const std::string& preset);
 
+// What the forward reads a tensor as: every family's tensors map onto these roles (arch.cpp's tables),
+// and everything that walks a model — loading, GGUF names, training offsets, initialisation — goes from
+// a role to its slot through role_slot() below. Whole-model roles first, then per-block ones.
+// clang-format off
+enum class Role : uint8_t {
+  wte, wpe, lnf_w, lnf_b, lm_head,                               // embeddings, final norm, unembedding
+  ln1_w, ln1_b, ln2_w, ln2_b, post_attn_w, post_mlp_w,           // norms (Gemma 2's post-norms)
+  wq, wk, wv, bq, bk, bv, wqkv, bqkv, wo, bo,                    // attention (separate or fused Q/K/V)
+  w_up, b_up, w_gate, b_gate, w_gate_up, w_down, b_down,         // MLP
+};
+// clang-format on
+constexpr int kTopRoles = 5;
+constexpr int kRoles = int(Role::b_down) + 1;
+const char* role_name(Role r);  // "wq", as qkv info and the errors print it
+inline bool is_block_role(Role r) { return int(r) >= kTopRoles; }
+// Norm weights (identity at init: 1, or 0 for Gemma's 1 + w) and norm biases.
+inline bool is_norm_weight(Role r) {
+  return r == Role::ln1_w || r == Role::ln2_w || r == Role::lnf_w || r == Role::post_attn_w || r == Role::post_mlp_w;
+}
+inline bool is_norm_bias(Role r) { return r == Role::ln1_b || r == Role::ln2_b || r == Role::lnf_b; }
+// Matrices stored [in, out] by GPT-2's Conv1D (every 2-D tensor but the embeddings).
+inline bool is_embedding(Role r) { return r == Role::wte || r == Role::wpe; }
+
+// One T per role: a model's weights (TopSlots<Weight>, BlockSlots<Weight>), a trainable layout's offsets
+// (int64_t), … Named members so that the block forward reads as a list of calls; role_slot() is the one
+// map from a role to its member.
+template <class T>
+struct TopSlots {
+  T wte{}, wpe{}, lnf_w{}, lnf_b{}, lm_head{};
+};
+template <class T>
+struct BlockSlots {
+  T ln1_w{}, ln1_b{}, ln2_w{}, ln2_b{}, post_attn_w{}, post_mlp_w{};
+  T wq{}, wk{}, wv{}, bq{}, bk{}, bv{}, wqkv{}, bqkv{}, wo{}, bo{};
+  T w_up{}, b_up{}, w_gate{}, b_gate{}, w_gate_up{}, w_down{}, b_down{};
+};
+
+// The slot of role r (in block `layer` for a block role).
+template <class T>
+T& role_slot(TopSlots<T>& top, std::vector<BlockSlots<T>>& blocks, Role r, int layer) {
+  using Top = TopSlots<T>;
+  using Blk = BlockSlots<T>;
+  static constexpr T Top::*tops[] = {&Top::wte, &Top::wpe, &Top::lnf_w, &Top::lnf_b, &Top::lm_head};
+  static constexpr T Blk::*blks[] = {
+      &Blk::ln1_w, &Blk::ln1_b, &Blk::ln2_w, &Blk::ln2_b, &Blk::post_attn_w, &Blk::post_mlp_w, &Blk::wq,
+      &Blk::wk,    &Blk::wv,    &Blk::bq,    &Blk::bk,    &Blk::bv,          &Blk::wqkv,       &Blk::bqkv,
+      &Blk::wo,    &Blk::bo,    &Blk::w_up,  &Blk::b_up,  &Blk::w_gate,      &Blk::b_gate,     &Blk::w_gate_up,
+      &Blk::w_down, &Blk::b_down};
+  static_assert(std::size(tops) == kTopRoles && std::size(blks) == kRoles - kTopRoles, "one member per role");
+  if (!is_block_role(r)) return top.*tops[int(r)];
+  return blocks.at(size_t(layer)).*blks[int(r) - kTopRoles];
+}
+template <class T>
+const T& role_slot(const TopSlots<T>& top, const std::vector<BlockSlots<T>>& blocks, Role r, int layer) {
+  return role_slot(const_cast<TopSlots<T>&>(top), const_cast<std::vector<BlockSlots<T>>&>(blocks), r, layer);
+}
+
+// Every slot set to `fill` (e.g. -1: "absent" for offsets).
+template <class T>
+void fill_slots(TopSlots<T>& top, std::vector<BlockSlots<T>>& blocks, const T& fill) {
+  for (int r = 0; r < kRoles; r++)
+    for (size_t l = 0; l < (r < kTopRoles ? size_t(1) : blocks.size()); l++) role_slot(top, blocks, Role(r), int(l)) = fill;
+}
+
 // One tensor of a checkpoint as the family names it, with the role the forward reads it in.
 struct TensorSpec {
   std::string name;             // Hugging Face's name, e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;   // as stored
   int layer = -1;               // -1: not in a block
-  std::string role;             // e.g. "wq", "bq", "ln1_w", "wte", "lm_head"
+  Role role = Role::wte;
 };
 // The family's tensor table for this architecture: exactly the tensors a checkpoint must hold.
 std::vector<TensorSpec> tensor_table(const Arch& arch);

@@ -52,23 +52,19 @@ struct Weight {
 // "F32", "F16", "BF16", or the ggml type's name ("Q4_K") for WeightType::GGML.
 std::string weight_type_name(const Weight& w);
 
-struct BlockWeights {
-  Weight ln1_w, ln1_b, ln2_w, ln2_b;        // norm before attention / before the MLP
-  Weight post_attn_w, post_mlp_w;           // Gemma 2's post-attention and post-feed-forward norms
-  Weight wq, wk, wv, bq, bk, bv;            // QkvLayout::Separate
-  Weight wqkv, bqkv;                        // the fused layouts
-  Weight wo, bo;
-  Weight w_up, b_up, w_gate, b_gate, w_gate_up, w_down, b_down;
-};
+// A block's weights by role (arch.hpp's BlockSlots: ln1_w, wq, …, w_down): the norms before attention
+// and the MLP, Gemma 2's post-norms, Q/K/V as separate projections or fused (wqkv), W_O, the MLP.
+using BlockWeights = BlockSlots<Weight>;
 
-class Model {
+// The model's whole-model weights (wte, wpe, lnf_w, lnf_b, lm_head) are its TopSlots: lm_head is absent
+// when tied (then wte is read), wpe with rotary positions. role_slot(m, m.blocks, role, layer) reaches any.
+class Model : public TopSlots<Weight> {
  public:
   Arch arch;
   std::string source;   // what was loaded, in words
   std::string path;     // the path given
   std::vector<TensorSpec> table;  // every tensor, in the family's order
   std::vector<BlockWeights> blocks;
-  Weight wte, wpe, lnf_w, lnf_b, lm_head;  // lm_head absent when tied (then wte is read)
 
   int64_t num_parameters() const;
   // The weight by checkpoint name (throws qkv::Error naming it).

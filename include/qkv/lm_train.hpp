@@ -68,19 +68,14 @@ void mlp_act_backward(T* dg, T* dup, const T* dh, const T* g, const T* up, MlpKi
 
 // Where each parameter sits in the flat buffer (-1: absent). One table drives offsets, init, saving,
 // the Model view and weight decay: the family's tensor_table (arch.hpp).
-struct LmLayout {
+struct LmLayout : TopSlots<int64_t> {
   Arch arch;
   std::vector<TensorSpec> table;
   std::vector<int64_t> offset;  // per table row
   int64_t size = 0;
   bool in_out = false;  // GPT-2: matrices stored [in, out] (Conv1D)
-  struct Block {
-    int64_t ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1, post_attn_w = -1, post_mlp_w = -1;
-    int64_t wq = -1, wk = -1, wv = -1, bq = -1, bk = -1, bv = -1, wqkv = -1, bqkv = -1, wo = -1, bo = -1;
-    int64_t w_up = -1, b_up = -1, w_gate = -1, b_gate = -1, w_gate_up = -1, w_down = -1, b_down = -1;
-  };
-  std::vector<Block> blocks;
-  int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, lm_head = -1;
+  using Block = BlockSlots<int64_t>;
+  std::vector<Block> blocks;  // every role's offset, -1 where the family has no such tensor
 };
 LmLayout lm_layout(const Arch& arch);
 

@@ -417,30 +417,14 @@ Model model_view(const GPT2& g) {
   m.source = g.source;
   m.table = tensor_table(m.arch);
   m.blocks.resize(size_t(m.arch.n_layer));
-  static const std::map<std::string, Weight BlockWeights::*> roles = {
-      {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b},   {"ln2_w", &BlockWeights::ln2_w},
-      {"ln2_b", &BlockWeights::ln2_b}, {"wqkv", &BlockWeights::wqkv},     {"bqkv", &BlockWeights::bqkv},
-      {"wo", &BlockWeights::wo},       {"bo", &BlockWeights::bo},         {"w_up", &BlockWeights::w_up},
-      {"b_up", &BlockWeights::b_up},   {"w_down", &BlockWeights::w_down}, {"b_down", &BlockWeights::b_down}};
   for (size_t i = 0; i < m.table.size(); i++) {
     const TensorSpec& s = m.table[i];
-    Weight* w = nullptr;
-    if (s.layer < 0) {
-      w = s.role == "wte"     ? &m.wte
-          : s.role == "wpe"   ? &m.wpe
-          : s.role == "lnf_w" ? &m.lnf_w
-          : s.role == "lnf_b" ? &m.lnf_b
-                              : nullptr;
-    } else {
-      const auto it = roles.find(s.role);
-      if (it != roles.end()) w = &(m.blocks[size_t(s.layer)].*(it->second));
-    }
-    if (!w) data_error("model_view: GPT-2 tensor " + s.name + " has no slot (role " + s.role + ")");
+    Weight* w = &role_slot(m, m.blocks, s.role, s.layer);
     w->name = s.name;
     w->shape = s.shape;
     w->type = WeightType::F32;
     w->data = g.param(s.name);
-    w->in_out = s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    w->in_out = s.shape.size() == 2 && !is_embedding(s.role);
     m.index[s.name] = i;
   }
   return m;

@@ -409,123 +409,132 @@ json Arch::to_json() const {
 
 // ---- the tensor-name tables ----
 
+const char* role_name(Role r) {
+  static const char* names[] = {"wte",   "wpe",         "lnf_w",      "lnf_b", "lm_head", "ln1_w",  "ln1_b",
+                                "ln2_w", "ln2_b",       "post_attn_w", "post_mlp_w", "wq", "wk",     "wv",
+                                "bq",    "bk",          "bv",         "wqkv",  "bqkv",    "wo",     "bo",
+                                "w_up",  "b_up",        "w_gate",     "b_gate", "w_gate_up", "w_down", "b_down"};
+  static_assert(std::size(names) == kRoles, "one name per role");
+  return names[int(r)];
+}
+
 std::vector<TensorSpec> tensor_table(const Arch& a) {
   std::vector<TensorSpec> t;
   const int64_t d = a.d, V = a.vocab_size, q = a.q_dim(), kv = a.kv_dim(), ff = a.d_ff;
-  auto add = [&](std::string name, std::vector<int64_t> shape, std::string role, int layer = -1) {
-    t.push_back({std::move(name), std::move(shape), layer, std::move(role)});
+  auto add = [&](std::string name, std::vector<int64_t> shape, Role role, int layer = -1) {
+    t.push_back({std::move(name), std::move(shape), layer, role});
   };
   const std::string& mt = a.model_type;
   if (mt == "gpt2") {
-    add("wte.weight", {V, d}, "wte");
-    add("wpe.weight", {a.n_ctx, d}, "wpe");
+    add("wte.weight", {V, d}, Role::wte);
+    add("wpe.weight", {a.n_ctx, d}, Role::wpe);
     for (int l = 0; l < a.n_layer; l++) {
       const std::string p = "h." + std::to_string(l) + ".";
-      add(p + "ln_1.weight", {d}, "ln1_w", l);
-      add(p + "ln_1.bias", {d}, "ln1_b", l);
-      add(p + "attn.c_attn.weight", {d, 3 * d}, "wqkv", l);
-      add(p + "attn.c_attn.bias", {3 * d}, "bqkv", l);
-      add(p + "attn.c_proj.weight", {d, d}, "wo", l);
-      add(p + "attn.c_proj.bias", {d}, "bo", l);
+      add(p + "ln_1.weight", {d}, Role::ln1_w, l);
+      add(p + "ln_1.bias", {d}, Role::ln1_b, l);
+      add(p + "attn.c_attn.weight", {d, 3 * d}, Role::wqkv, l);
+      add(p + "attn.c_attn.bias", {3 * d}, Role::bqkv, l);
+      add(p + "attn.c_proj.weight", {d, d}, Role::wo, l);
+      add(p + "attn.c_proj.bias", {d}, Role::bo, l);
       if (a.attn_only()) continue;
-      add(p + "ln_2.weight", {d}, "ln2_w", l);
-      add(p + "ln_2.bias", {d}, "ln2_b", l);
-      add(p + "mlp.c_fc.weight", {d, ff}, "w_up", l);
-      add(p + "mlp.c_fc.bias", {ff}, "b_up", l);
-      add(p + "mlp.c_proj.weight", {ff, d}, "w_down", l);
-      add(p + "mlp.c_proj.bias", {d}, "b_down", l);
+      add(p + "ln_2.weight", {d}, Role::ln2_w, l);
+      add(p + "ln_2.bias", {d}, Role::ln2_b, l);
+      add(p + "mlp.c_fc.weight", {d, ff}, Role::w_up, l);
+      add(p + "mlp.c_fc.bias", {ff}, Role::b_up, l);
+      add(p + "mlp.c_proj.weight", {ff, d}, Role::w_down, l);
+      add(p + "mlp.c_proj.bias", {d}, Role::b_down, l);
     }
-    add("ln_f.weight", {d}, "lnf_w");
-    add("ln_f.bias", {d}, "lnf_b");
+    add("ln_f.weight", {d}, Role::lnf_w);
+    add("ln_f.bias", {d}, Role::lnf_b);
     return t;
   }
   if (mt == "gpt_neox") {
-    add("gpt_neox.embed_in.weight", {V, d}, "wte");
+    add("gpt_neox.embed_in.weight", {V, d}, Role::wte);
     for (int l = 0; l < a.n_layer; l++) {
       const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
-      add(p + "input_layernorm.weight", {d}, "ln1_w", l);
-      add(p + "input_layernorm.bias", {d}, "ln1_b", l);
-      add(p + "post_attention_layernorm.weight", {d}, "ln2_w", l);
-      add(p + "post_attention_layernorm.bias", {d}, "ln2_b", l);
-      add(p + "attention.query_key_value.weight", {3 * d, d}, "wqkv", l);
-      if (a.qkv_bias) add(p + "attention.query_key_value.bias", {3 * d}, "bqkv", l);
-      add(p + "attention.dense.weight", {d, d}, "wo", l);
-      if (a.o_bias) add(p + "attention.dense.bias", {d}, "bo", l);
-      add(p + "mlp.dense_h_to_4h.weight", {ff, d}, "w_up", l);
-      add(p + "mlp.dense_h_to_4h.bias", {ff}, "b_up", l);
-      add(p + "mlp.dense_4h_to_h.weight", {d, ff}, "w_down", l);
-      add(p + "mlp.dense_4h_to_h.bias", {d}, "b_down", l);
+      add(p + "input_layernorm.weight", {d}, Role::ln1_w, l);
+      add(p + "input_layernorm.bias", {d}, Role::ln1_b, l);
+      add(p + "post_attention_layernorm.weight", {d}, Role::ln2_w, l);
+      add(p + "post_attention_layernorm.bias", {d}, Role::ln2_b, l);
+      add(p + "attention.query_key_value.weight", {3 * d, d}, Role::wqkv, l);
+      if (a.qkv_bias) add(p + "attention.query_key_value.bias", {3 * d}, Role::bqkv, l);
+      add(p + "attention.dense.weight", {d, d}, Role::wo, l);
+      if (a.o_bias) add(p + "attention.dense.bias", {d}, Role::bo, l);
+      add(p + "mlp.dense_h_to_4h.weight", {ff, d}, Role::w_up, l);
+      add(p + "mlp.dense_h_to_4h.bias", {ff}, Role::b_up, l);
+      add(p + "mlp.dense_4h_to_h.weight", {d, ff}, Role::w_down, l);
+      add(p + "mlp.dense_4h_to_h.bias", {d}, Role::b_down, l);
     }
-    add("gpt_neox.final_layer_norm.weight", {d}, "lnf_w");
-    add("gpt_neox.final_layer_norm.bias", {d}, "lnf_b");
-    if (!a.tied_embeddings) add("embed_out.weight", {V, d}, "lm_head");
+    add("gpt_neox.final_layer_norm.weight", {d}, Role::lnf_w);
+    add("gpt_neox.final_layer_norm.bias", {d}, Role::lnf_b);
+    if (!a.tied_embeddings) add("embed_out.weight", {V, d}, Role::lm_head);
     return t;
   }
   if (mt == "gpt_neo") {
-    add("transformer.wte.weight", {V, d}, "wte");
-    add("transformer.wpe.weight", {a.n_ctx, d}, "wpe");
+    add("transformer.wte.weight", {V, d}, Role::wte);
+    add("transformer.wpe.weight", {a.n_ctx, d}, Role::wpe);
     for (int l = 0; l < a.n_layer; l++) {
       const std::string p = "transformer.h." + std::to_string(l) + ".";
-      add(p + "ln_1.weight", {d}, "ln1_w", l);
-      add(p + "ln_1.bias", {d}, "ln1_b", l);
-      add(p + "attn.attention.q_proj.weight", {d, d}, "wq", l);
-      add(p + "attn.attention.k_proj.weight", {d, d}, "wk", l);
-      add(p + "attn.attention.v_proj.weight", {d, d}, "wv", l);
-      add(p + "attn.attention.out_proj.weight", {d, d}, "wo", l);
-      add(p + "attn.attention.out_proj.bias", {d}, "bo", l);
-      add(p + "ln_2.weight", {d}, "ln2_w", l);
-      add(p + "ln_2.bias", {d}, "ln2_b", l);
-      add(p + "mlp.c_fc.weight", {ff, d}, "w_up", l);
-      add(p + "mlp.c_fc.bias", {ff}, "b_up", l);
-      add(p + "mlp.c_proj.weight", {d, ff}, "w_down", l);
-      add(p + "mlp.c_proj.bias", {d}, "b_down", l);
+      add(p + "ln_1.weight", {d}, Role::ln1_w, l);
+      add(p + "ln_1.bias", {d}, Role::ln1_b, l);
+      add(p + "attn.attention.q_proj.weight", {d, d}, Role::wq, l);
+      add(p + "attn.attention.k_proj.weight", {d, d}, Role::wk, l);
+      add(p + "attn.attention.v_proj.weight", {d, d}, Role::wv, l);
+      add(p + "attn.attention.out_proj.weight", {d, d}, Role::wo, l);
+      add(p + "attn.attention.out_proj.bias", {d}, Role::bo, l);
+      add(p + "ln_2.weight", {d}, Role::ln2_w, l);
+      add(p + "ln_2.bias", {d}, Role::ln2_b, l);
+      add(p + "mlp.c_fc.weight", {ff, d}, Role::w_up, l);
+      add(p + "mlp.c_fc.bias", {ff}, Role::b_up, l);
+      add(p + "mlp.c_proj.weight", {d, ff}, Role::w_down, l);
+      add(p + "mlp.c_proj.bias", {d}, Role::b_down, l);
     }
-    add("transformer.ln_f.weight", {d}, "lnf_w");
-    add("transformer.ln_f.bias", {d}, "lnf_b");
-    if (!a.tied_embeddings) add("lm_head.weight", {V, d}, "lm_head");
+    add("transformer.ln_f.weight", {d}, Role::lnf_w);
+    add("transformer.ln_f.bias", {d}, Role::lnf_b);
+    if (!a.tied_embeddings) add("lm_head.weight", {V, d}, Role::lm_head);
     return t;
   }
   // The Llama-style families: model.embed_tokens, model.layers.{l}.…, model.norm, lm_head.
-  add("model.embed_tokens.weight", {V, d}, "wte");
+  add("model.embed_tokens.weight", {V, d}, Role::wte);
   for (int l = 0; l < a.n_layer; l++) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {d}, "ln1_w", l);
+    add(p + "input_layernorm.weight", {d}, Role::ln1_w, l);
     if (a.qkv_layout == QkvLayout::Stacked) {
-      add(p + "self_attn.qkv_proj.weight", {q + 2 * kv, d}, "wqkv", l);
+      add(p + "self_attn.qkv_proj.weight", {q + 2 * kv, d}, Role::wqkv, l);
     } else {
-      add(p + "self_attn.q_proj.weight", {q, d}, "wq", l);
-      add(p + "self_attn.k_proj.weight", {kv, d}, "wk", l);
-      add(p + "self_attn.v_proj.weight", {kv, d}, "wv", l);
+      add(p + "self_attn.q_proj.weight", {q, d}, Role::wq, l);
+      add(p + "self_attn.k_proj.weight", {kv, d}, Role::wk, l);
+      add(p + "self_attn.v_proj.weight", {kv, d}, Role::wv, l);
       if (a.qkv_bias) {
-        add(p + "self_attn.q_proj.bias", {q}, "bq", l);
-        add(p + "self_attn.k_proj.bias", {kv}, "bk", l);
-        add(p + "self_attn.v_proj.bias", {kv}, "bv", l);
+        add(p + "self_attn.q_proj.bias", {q}, Role::bq, l);
+        add(p + "self_attn.k_proj.bias", {kv}, Role::bk, l);
+        add(p + "self_attn.v_proj.bias", {kv}, Role::bv, l);
       }
     }
-    add(p + "self_attn.o_proj.weight", {d, q}, "wo", l);
-    if (a.o_bias) add(p + "self_attn.o_proj.bias", {d}, "bo", l);
+    add(p + "self_attn.o_proj.weight", {d, q}, Role::wo, l);
+    if (a.o_bias) add(p + "self_attn.o_proj.bias", {d}, Role::bo, l);
     if (a.post_norms) {
-      add(p + "post_attention_layernorm.weight", {d}, "post_attn_w", l);
-      add(p + "pre_feedforward_layernorm.weight", {d}, "ln2_w", l);
-      add(p + "post_feedforward_layernorm.weight", {d}, "post_mlp_w", l);
+      add(p + "post_attention_layernorm.weight", {d}, Role::post_attn_w, l);
+      add(p + "pre_feedforward_layernorm.weight", {d}, Role::ln2_w, l);
+      add(p + "post_feedforward_layernorm.weight", {d}, Role::post_mlp_w, l);
     } else {
-      add(p + "post_attention_layernorm.weight", {d}, "ln2_w", l);
+      add(p + "post_attention_layernorm.weight", {d}, Role::ln2_w, l);
     }
     if (a.gate_up_fused) {
-      add(p + "mlp.gate_up_proj.weight", {2 * ff, d}, "w_gate_up", l);
+      add(p + "mlp.gate_up_proj.weight", {2 * ff, d}, Role::w_gate_up, l);
     } else {
-      add(p + "mlp.gate_proj.weight", {ff, d}, "w_gate", l);
-      add(p + "mlp.up_proj.weight", {ff, d}, "w_up", l);
+      add(p + "mlp.gate_proj.weight", {ff, d}, Role::w_gate, l);
+      add(p + "mlp.up_proj.weight", {ff, d}, Role::w_up, l);
       if (a.mlp_bias) {
-        add(p + "mlp.gate_proj.bias", {ff}, "b_gate", l);
-        add(p + "mlp.up_proj.bias", {ff}, "b_up", l);
+        add(p + "mlp.gate_proj.bias", {ff}, Role::b_gate, l);
+        add(p + "mlp.up_proj.bias", {ff}, Role::b_up, l);
       }
     }
-    add(p + "mlp.down_proj.weight", {d, ff}, "w_down", l);
-    if (a.mlp_bias) add(p + "mlp.down_proj.bias", {d}, "b_down", l);
+    add(p + "mlp.down_proj.weight", {d, ff}, Role::w_down, l);
+    if (a.mlp_bias) add(p + "mlp.down_proj.bias", {d}, Role::b_down, l);
   }
-  add("model.norm.weight", {d}, "lnf_w");
-  if (!a.tied_embeddings) add("lm_head.weight", {V, d}, "lm_head");
+  add("model.norm.weight", {d}, Role::lnf_w);
+  if (!a.tied_embeddings) add("lm_head.weight", {V, d}, Role::lm_head);
   return t;
 }
 

@@ -22,75 +22,19 @@ using io::GgmlType;
 
 // The GGUF name of a tensor of the family tables (arch.cpp's roles).
 std::string gguf_name(const TensorSpec& s) {
-  static const std::map<std::string, std::string> top = {
-      {"wte", "token_embd.weight"}, {"lm_head", "output.weight"}, {"lnf_w", "output_norm.weight"}};
-  static const std::map<std::string, std::string> block = {{"ln1_w", "attn_norm.weight"},
-                                                           {"wq", "attn_q.weight"},
-                                                           {"wk", "attn_k.weight"},
-                                                           {"wv", "attn_v.weight"},
-                                                           {"bq", "attn_q.bias"},
-                                                           {"bk", "attn_k.bias"},
-                                                           {"bv", "attn_v.bias"},
-                                                           {"wqkv", "attn_qkv.weight"},
-                                                           {"bqkv", "attn_qkv.bias"},
-                                                           {"wo", "attn_output.weight"},
-                                                           {"bo", "attn_output.bias"},
-                                                           {"ln2_w", "ffn_norm.weight"},
-                                                           {"post_attn_w", "post_attention_norm.weight"},
-                                                           {"post_mlp_w", "post_ffw_norm.weight"},
-                                                           {"w_gate", "ffn_gate.weight"},
-                                                           {"b_gate", "ffn_gate.bias"},
-                                                           {"w_up", "ffn_up.weight"},
-                                                           {"b_up", "ffn_up.bias"},
-                                                           {"w_gate_up", "ffn_up.weight"},
-                                                           {"w_down", "ffn_down.weight"},
-                                                           {"b_down", "ffn_down.bias"}};
-  if (s.layer < 0) {
-    const auto it = top.find(s.role);
-    if (it != top.end()) return it->second;
-  } else {
-    const auto it = block.find(s.role);
-    if (it != block.end()) return "blk." + std::to_string(s.layer) + "." + it->second;
-  }
-  data_error("gguf: no llama.cpp name for the tensor " + s.name + " (role " + s.role + ")");
+  // llama.cpp's names (LLM_TENSOR_NAMES), per role; empty: the role has no GGUF tensor.
+  static const char* names[kRoles] = {
+      "token_embd.weight", "position_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight",
+      "attn_norm.weight", "attn_norm.bias", "ffn_norm.weight", "ffn_norm.bias", "post_attention_norm.weight",
+      "post_ffw_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias",
+      "attn_v.bias", "attn_qkv.weight", "attn_qkv.bias", "attn_output.weight", "attn_output.bias", "ffn_up.weight",
+      "ffn_up.bias", "ffn_gate.weight", "ffn_gate.bias", "ffn_up.weight", "ffn_down.weight", "ffn_down.bias"};
+  const std::string n = names[int(s.role)];
+  return is_block_role(s.role) ? "blk." + std::to_string(s.layer) + "." + n : n;
 }
 
-Weight* slot(Model& m, const TensorSpec& s) {
-  if (s.layer < 0) {
-    if (s.role == "wte") return &m.wte;
-    if (s.role == "lnf_w") return &m.lnf_w;
-    if (s.role == "lm_head") return &m.lm_head;
-  } else {
-    static const std::map<std::string, Weight BlockWeights::*> roles = {
-        {"ln1_w", &BlockWeights::ln1_w},
-        {"ln2_w", &BlockWeights::ln2_w},
-        {"post_attn_w", &BlockWeights::post_attn_w},
-        {"post_mlp_w", &BlockWeights::post_mlp_w},
-        {"wq", &BlockWeights::wq},
-        {"wk", &BlockWeights::wk},
-        {"wv", &BlockWeights::wv},
-        {"bq", &BlockWeights::bq},
-        {"bk", &BlockWeights::bk},
-        {"bv", &BlockWeights::bv},
-        {"wqkv", &BlockWeights::wqkv},
-        {"bqkv", &BlockWeights::bqkv},
-        {"wo", &BlockWeights::wo},
-        {"bo", &BlockWeights::bo},
-        {"w_up", &BlockWeights::w_up},
-        {"b_up", &BlockWeights::b_up},
-        {"w_gate", &BlockWeights::w_gate},
-        {"b_gate", &BlockWeights::b_gate},
-        {"w_gate_up", &BlockWeights::w_gate_up},
-        {"w_down", &BlockWeights::w_down},
-        {"b_down", &BlockWeights::b_down}};
-    const auto it = roles.find(s.role);
-    if (it != roles.end()) return &(m.blocks[size_t(s.layer)].*(it->second));
-  }
-  data_error("gguf: no slot for the tensor " + s.name + " (role " + s.role + ")");
-}
-const Weight& slot(const Model& m, const TensorSpec& s) {
-  return *slot(const_cast<Model&>(m), s);
-}
+Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
+const Weight& slot(const Model& m, const TensorSpec& s) { return role_slot(m, m.blocks, s.role, s.layer); }
 
 uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
   switch (t) {
@@ -131,10 +75,10 @@ double default_scale(const std::string& arch, int n_layer, int d, int H, int dh)
 }
 
 // Which tensors llama.cpp's converter permutes: llama's W_Q/b_Q (per query head) and W_K/b_K (per kv head).
-int permuted_heads(const std::string& arch, const Arch& a, const std::string& role) {
+int permuted_heads(const std::string& arch, const Arch& a, Role role) {
   if (arch != "llama") return 0;
-  if (role == "wq" || role == "bq") return a.H;
-  if (role == "wk" || role == "bk") return a.n_kv;
+  if (role == Role::wq || role == Role::bq) return a.H;
+  if (role == Role::wk || role == Role::bk) return a.n_kv;
   return 0;
 }
 
@@ -476,8 +420,7 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
     wt.read(0, wt.numel(), buf.data());
     const float* src = buf.data();
     if (a.norm == NormKind::RMSNormPlusOne && s.shape.size() == 1 &&
-        (s.role == "ln1_w" || s.role == "ln2_w" || s.role == "lnf_w" || s.role == "post_attn_w" ||
-         s.role == "post_mlp_w"))
+        is_norm_weight(s.role))
       for (float& x : buf) x = 1.0f + x;  // llama.cpp's converter stores Gemma's gain 1 + w (in fp32 here)
     if (const int heads = permuted_heads(g, a, s.role)) {
       perm.resize(buf.size());

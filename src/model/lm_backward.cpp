@@ -275,48 +275,12 @@ LmLayout lm_layout(const Arch& arch) {
   L.table = tensor_table(arch);
   L.in_out = arch.model_type == "gpt2";
   L.blocks.resize(size_t(arch.n_layer));
+  fill_slots<int64_t>(L, L.blocks, -1);
   for (const TensorSpec& s : L.table) {
     int64_t n = 1;
     for (int64_t x : s.shape) n *= x;
     L.offset.push_back(L.size);
-    int64_t* slot = nullptr;
-    if (s.layer < 0) {
-      if (s.role == "wte") slot = &L.wte;
-      if (s.role == "wpe") slot = &L.wpe;
-      if (s.role == "lnf_w") slot = &L.lnf_w;
-      if (s.role == "lnf_b") slot = &L.lnf_b;
-      if (s.role == "lm_head") slot = &L.lm_head;
-    } else {
-      LmLayout::Block& b = L.blocks[size_t(s.layer)];
-      static const std::map<std::string, int64_t LmLayout::Block::*> roles = {
-          {"ln1_w", &LmLayout::Block::ln1_w},
-          {"ln1_b", &LmLayout::Block::ln1_b},
-          {"ln2_w", &LmLayout::Block::ln2_w},
-          {"ln2_b", &LmLayout::Block::ln2_b},
-          {"post_attn_w", &LmLayout::Block::post_attn_w},
-          {"post_mlp_w", &LmLayout::Block::post_mlp_w},
-          {"wq", &LmLayout::Block::wq},
-          {"wk", &LmLayout::Block::wk},
-          {"wv", &LmLayout::Block::wv},
-          {"bq", &LmLayout::Block::bq},
-          {"bk", &LmLayout::Block::bk},
-          {"bv", &LmLayout::Block::bv},
-          {"wqkv", &LmLayout::Block::wqkv},
-          {"bqkv", &LmLayout::Block::bqkv},
-          {"wo", &LmLayout::Block::wo},
-          {"bo", &LmLayout::Block::bo},
-          {"w_up", &LmLayout::Block::w_up},
-          {"b_up", &LmLayout::Block::b_up},
-          {"w_gate", &LmLayout::Block::w_gate},
-          {"b_gate", &LmLayout::Block::b_gate},
-          {"w_gate_up", &LmLayout::Block::w_gate_up},
-          {"w_down", &LmLayout::Block::w_down},
-          {"b_down", &LmLayout::Block::b_down}};
-      const auto it = roles.find(s.role);
-      if (it != roles.end()) slot = &(b.*(it->second));
-    }
-    if (!slot) throw std::logic_error("lm_layout: tensor table role without a slot: " + s.role);
-    *slot = L.size;
+    role_slot(L, L.blocks, s.role, s.layer) = L.size;
     L.size += n;
   }
   return L;

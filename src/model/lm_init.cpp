@@ -27,9 +27,7 @@ void write_random_checkpoint(const std::string& dir, const nlohmann::json& confi
     int64_t n = 1;
     for (int64_t x : s.shape) n *= x;
     std::vector<float> v(static_cast<size_t>(n));
-    const bool norm_w = s.role == "ln1_w" || s.role == "ln2_w" || s.role == "lnf_w" || s.role == "post_attn_w" ||
-                        s.role == "post_mlp_w";
-    const bool norm_b = s.role == "ln1_b" || s.role == "ln2_b" || s.role == "lnf_b";
+    const bool norm_w = is_norm_weight(s.role), norm_b = is_norm_bias(s.role);
     // Norm weights near their identity (1, or 0 for Gemma's 1 + w) but not at it, so a test can tell
     // w from 1 + w; biases as large as the weights, so a dropped bias shows.
     const double base = norm_w ? (arch.norm == NormKind::RMSNormPlusOne ? 0.0 : 1.0) : 0.0;

@@ -168,30 +168,7 @@ void check_finite(const Weight& w, const std::string& file) {
   }
 }
 
-Weight* slot(Model& m, const TensorSpec& s) {
-  if (s.layer < 0) {
-    if (s.role == "wte") return &m.wte;
-    if (s.role == "wpe") return &m.wpe;
-    if (s.role == "lnf_w") return &m.lnf_w;
-    if (s.role == "lnf_b") return &m.lnf_b;
-    if (s.role == "lm_head") return &m.lm_head;
-  } else {
-    BlockWeights& b = m.blocks[size_t(s.layer)];
-    static const std::map<std::string, Weight BlockWeights::*> roles = {
-        {"ln1_w", &BlockWeights::ln1_w}, {"ln1_b", &BlockWeights::ln1_b}, {"ln2_w", &BlockWeights::ln2_w},
-        {"ln2_b", &BlockWeights::ln2_b}, {"post_attn_w", &BlockWeights::post_attn_w},
-        {"post_mlp_w", &BlockWeights::post_mlp_w}, {"wq", &BlockWeights::wq}, {"wk", &BlockWeights::wk},
-        {"wv", &BlockWeights::wv}, {"bq", &BlockWeights::bq}, {"bk", &BlockWeights::bk}, {"bv", &BlockWeights::bv},
-        {"wqkv", &BlockWeights::wqkv}, {"bqkv", &BlockWeights::bqkv}, {"wo", &BlockWeights::wo},
-        {"bo", &BlockWeights::bo}, {"w_up", &BlockWeights::w_up}, {"b_up", &BlockWeights::b_up},
-        {"w_gate", &BlockWeights::w_gate}, {"b_gate", &BlockWeights::b_gate},
-        {"w_gate_up", &BlockWeights::w_gate_up}, {"w_down", &BlockWeights::w_down},
-        {"b_down", &BlockWeights::b_down}};
-    const auto it = roles.find(s.role);
-    if (it != roles.end()) return &(b.*(it->second));
-  }
-  throw std::logic_error("tensor table role without a slot: " + s.role);
-}
+Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
 
 // Builds the model from safetensors files whose tensors `where(name)` locates; checks the family's
 // table against them (missing, mis-shaped, extra) before anything is read.
@@ -250,7 +227,7 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
     w->type = weight_type(f.info->dtype);
     w->data = f.file->bytes(*f.info);
     // GPT-2's Conv1D matrices are [in, out]; every other family's are nn.Linear [out, in].
-    w->in_out = gpt2 && s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    w->in_out = gpt2 && s.shape.size() == 2 && !is_embedding(s.role);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(w->data);
     if (addr % (w->type == WeightType::F32 ? 4 : 2) != 0) {
       // Unaligned: copied once into memory of our own (the mapping stays, but this tensor's pages are
@@ -302,7 +279,7 @@ Model from_gpt2(GPT2 g, const std::string& path) {
     w->shape = s.shape;
     w->type = WeightType::F32;
     w->data = owned->data() + g.spec(s.name).offset;
-    w->in_out = s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    w->in_out = s.shape.size() == 2 && !is_embedding(s.role);
   }
   for (size_t i = 0; i < m.table.size(); i++) m.index[m.table[i].name] = i;
   m.keep_alive.push_back(owned);

@@ -9,12 +9,6 @@
 
 namespace qkv {
 
-namespace {
-bool is_norm_weight(const std::string& r) {
-  return r == "ln1_w" || r == "ln2_w" || r == "lnf_w" || r == "post_attn_w" || r == "post_mlp_w";
-}
-}  // namespace
-
 float* LmParams::at(const std::string& name) {
   for (size_t i = 0; i < layout.table.size(); i++)
     if (layout.table[i].name == name) return params.data() + layout.offset[i];
@@ -38,7 +32,7 @@ LmParams init_lm(const nlohmann::json& config, uint64_t seed) {
     if (is_norm_weight(s.role)) {
       std::fill(w, w + n, arch.norm == NormKind::RMSNormPlusOne ? 0.0f : 1.0f);
     } else if (s.shape.size() == 2) {
-      const float scale = s.role == "wo" || s.role == "w_down" ? resid : 1.0f;
+      const float scale = s.role == Role::wo || s.role == Role::w_down ? resid : 1.0f;
       for (int64_t j = 0; j < n; j++) w[j] = normal(rng) * scale;
     }  // biases stay 0
   }
@@ -86,47 +80,14 @@ Model lm_view(const LmParams& p) {
     w.type = WeightType::F32;
     w.shape = s.shape;
     w.name = s.name;
-    w.in_out = L.in_out && s.shape.size() == 2 && s.role != "wte" && s.role != "wpe";
+    w.in_out = L.in_out && s.shape.size() == 2 && !is_embedding(s.role);
     return w;
   };
   for (size_t i = 0; i < L.table.size(); i++) {
     const TensorSpec& s = L.table[i];
     m.index[s.name] = i;
     Weight w = make(i);
-    if (s.layer < 0) {
-      if (s.role == "wte") m.wte = w;
-      if (s.role == "wpe") m.wpe = w;
-      if (s.role == "lnf_w") m.lnf_w = w;
-      if (s.role == "lnf_b") m.lnf_b = w;
-      if (s.role == "lm_head") m.lm_head = w;
-      continue;
-    }
-    BlockWeights& b = m.blocks[size_t(s.layer)];
-    static const std::map<std::string, Weight BlockWeights::*> roles = {
-        {"ln1_w", &BlockWeights::ln1_w},
-        {"ln1_b", &BlockWeights::ln1_b},
-        {"ln2_w", &BlockWeights::ln2_w},
-        {"ln2_b", &BlockWeights::ln2_b},
-        {"post_attn_w", &BlockWeights::post_attn_w},
-        {"post_mlp_w", &BlockWeights::post_mlp_w},
-        {"wq", &BlockWeights::wq},
-        {"wk", &BlockWeights::wk},
-        {"wv", &BlockWeights::wv},
-        {"bq", &BlockWeights::bq},
-        {"bk", &BlockWeights::bk},
-        {"bv", &BlockWeights::bv},
-        {"wqkv", &BlockWeights::wqkv},
-        {"bqkv", &BlockWeights::bqkv},
-        {"wo", &BlockWeights::wo},
-        {"bo", &BlockWeights::bo},
-        {"w_up", &BlockWeights::w_up},
-        {"b_up", &BlockWeights::b_up},
-        {"w_gate", &BlockWeights::w_gate},
-        {"b_gate", &BlockWeights::b_gate},
-        {"w_gate_up", &BlockWeights::w_gate_up},
-        {"w_down", &BlockWeights::w_down},
-        {"b_down", &BlockWeights::b_down}};
-    b.*(roles.at(s.role)) = w;
+    role_slot(m, m.blocks, s.role, s.layer) = w;
   }
   return m;
 }
@@ -144,7 +105,7 @@ std::vector<uint8_t> lm_decay_mask(const LmLayout& L) {
   std::vector<uint8_t> mask(size_t(L.size), 0);
   for (size_t i = 0; i < L.table.size(); i++) {
     const TensorSpec& s = L.table[i];
-    if (s.shape.size() != 2 || s.role == "wpe") continue;
+    if (s.shape.size() != 2 || s.role == Role::wpe) continue;
     int64_t n = s.shape[0] * s.shape[1];
     std::fill(mask.begin() + L.offset[i], mask.begin() + L.offset[i] + n, uint8_t{1});
   }

@@ -221,7 +221,7 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
       ASSERT_EQ(H.size(), G.size());
       if (s.shape.size() == 1) {  // 1-D tensors stay F32 (Gemma's gains hold the + 1)
         const bool plus_one =
-            hf.arch.norm == NormKind::RMSNormPlusOne && s.role.find("_w") != std::string::npos;
+            hf.arch.norm == NormKind::RMSNormPlusOne && is_norm_weight(s.role);
         for (size_t i = 0; i < H.size(); ++i) EXPECT_EQ(G[i], plus_one ? 1.0f + H[i] : H[i]) << s.name;
         continue;
       }

@@ -33,7 +33,7 @@ void run_info(const ModelArgs& a, bool json) {
       t.push_back({{"name", w.name},
                    {"shape", s.shape},
                    {"dtype", weight_type_name(w)},
-                   {"role", s.role}});
+                   {"role", role_name(s.role)}});
     }
     nlohmann::json cfg = c.to_json();
     // The GPT-2 keys earlier versions printed, kept for scripts that read them.
@@ -56,7 +56,7 @@ void run_info(const ModelArgs& a, bool json) {
   report::Table t({"tensor", "shape", "dtype", "role"});
   for (const auto& s : m.model.table) {
     const Weight& w = m.model.weight(s.name);
-    t.add({w.name, shape_string(s.shape), weight_type_name(w), s.role});
+    t.add({w.name, shape_string(s.shape), weight_type_name(w), role_name(s.role)});
   }
   std::cout << t.str();
 }
