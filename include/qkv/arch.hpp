@@ -61,6 +61,7 @@ struct Arch {
   RopeScaling rope_scaling;
 
   QkvLayout qkv_layout = QkvLayout::Separate;
+  bool conv1d = false;  // matrices stored [in, out] (GPT-2's Conv1D) rather than nn.Linear's [out, in]
   bool qkv_bias = false, o_bias = false, mlp_bias = false, norm_bias = false;
   double attn_scale = 0;       // multiplier of q·k: 1/√dh, query_pre_attn_scalar^-½, or 1 (GPT-Neo)
   double attn_softcap = 0;     // Gemma 2: S = c·tanh(S/c); 0 = none
@@ -92,12 +93,12 @@ struct Arch {
 // p · inv[i]. The forward, the training forward and the experiments all rotate by these.
 std::vector<double> rope_inv_freq(const Arch& arch);
 
-// The families qkv knows, as config.json's model_type spells them.
+// The families qkv knows, as config.json's model_type spells them (the family table's rows, family.hpp).
 const std::vector<std::string>& supported_model_types();
 
-// Reads a Hugging Face config.json (already parsed) into an Arch. Unknown model_type, a key of the
-// wrong type, an unsupported rope_scaling or an inconsistent head layout: qkv::Error (Data) naming
-// `where` and the key.
+// Reads a Hugging Face config.json (already parsed) into an Arch through its family's row (family.hpp).
+// Unknown model_type, a key of the wrong type, an unsupported rope_scaling or an inconsistent head layout:
+// qkv::Error (Data) naming `where` and the key.
 Arch arch_from_config(const nlohmann::json& config, const std::string& where);
 
 // A config.json for an architecture, as Hugging Face writes that family's (`qkv init --arch`).

@@ -99,10 +99,7 @@ int64_t param_count(const Dims& d) {
 
 }  // namespace
 
-LlmcCheckpoint read_llmc(const std::string& path) {
-  const MappedFile file = MappedFile::open(path);
-  const unsigned char* p = file.data();
-  const auto size = static_cast<int64_t>(file.size());
+LlmcLayout llmc_layout(const unsigned char* p, int64_t size, const std::string& path) {
   if (size < kHeaderBytes)
     data_error(path + ": file is " + std::to_string(size) + " bytes, expected at least " +
                std::to_string(kHeaderBytes) + " (the llm.c header of 256 int32)");
@@ -126,20 +123,20 @@ LlmcCheckpoint read_llmc(const std::string& path) {
     data_error(path + ": padded_vocab_size " + std::to_string(h[7]) + " is less than vocab_size " +
                std::to_string(h[3]));
 
-  LlmcCheckpoint ck;
-  ck.version = h[1];
-  ck.padded_vocab_size = h[7];
-  ck.config.n_positions = h[2];
-  ck.config.vocab_size = h[3];
-  ck.config.n_layer = h[4];
-  ck.config.n_head = h[5];
-  ck.config.n_embd = h[6];
-  ck.config.n_inner = 0;
-  ck.config.attn_only = false;
-  ck.config.validate(path);
+  LlmcLayout lay;
+  lay.version = h[1];
+  lay.padded_vocab_size = h[7];
+  lay.config.n_positions = h[2];
+  lay.config.vocab_size = h[3];
+  lay.config.n_layer = h[4];
+  lay.config.n_head = h[5];
+  lay.config.n_embd = h[6];
+  lay.config.n_inner = 0;
+  lay.config.attn_only = false;
+  lay.config.validate(path);
 
   const Dims d{h[3], h[7], h[2], h[4], h[6]};
-  const int64_t es = ck.version == 3 ? 4 : 2;
+  const int64_t es = lay.version == 3 ? 4 : 2;
   const int64_t count = param_count(d);
   int64_t expected = -1;
   if (count < 0 || __builtin_mul_overflow(count, es, &expected) ||
@@ -151,42 +148,63 @@ LlmcCheckpoint read_llmc(const std::string& path) {
                " bytes, from the header's dimensions): " +
                (size < expected ? "truncated" : std::to_string(size - expected) + " trailing bytes"));
 
-  // Sizes now agree with the file: allocating what the header says is bounded by the file size.
-  auto value = [&](int64_t index) -> float {
-    const unsigned char* q = p + kHeaderBytes + index * es;
-    return es == 4 ? load_le<float>(q) : bf16_to_float(load_le<uint16_t>(q));
-  };
-  std::vector<NamedTensor> layered[std::size(kParams)];
-  std::vector<NamedTensor> global[std::size(kParams)];
-  int64_t pos = 0;  // parameter index into the file
+  // Each kind for all layers at once in the file; Hugging Face order is wte, wpe, each layer's, ln_f.
+  std::vector<LlmcTensor> layered[std::size(kParams)], global[std::size(kParams)];
+  int64_t pos = 0;
   for (std::size_t k = 0; k < std::size(kParams); ++k) {
     const Param& prm = kParams[k];
     const int64_t r = rows_of(prm.rows, d), c = cols_of(prm.cols, d);
-    const int64_t layers = prm.per_layer ? d.L : 1;
-    for (int64_t l = 0; l < layers; ++l) {
-      NamedTensor t;
+    for (int64_t l = 0; l < (prm.per_layer ? d.L : 1); ++l) {
+      LlmcTensor t;
       t.name = hf_name(prm, l);
-      t.shape = hf_shape(prm, d);
-      const int64_t keep_rows = prm.rows == Rows::Vp ? d.V : r;
-      t.data.resize(static_cast<std::size_t>(keep_rows * c));
-      if (prm.transpose) {
-        // llm.c [out = r, in = c] -> Hugging Face Conv1D [in, out]: hf[i][o] = llmc[o][i]
-        for (int64_t o = 0; o < r; ++o)
-          for (int64_t i = 0; i < c; ++i) t.data[static_cast<std::size_t>(i * r + o)] = value(pos + o * c + i);
-      } else {
-        for (int64_t i = 0; i < keep_rows * c; ++i) t.data[static_cast<std::size_t>(i)] = value(pos + i);
-      }
+      t.stored_shape = prm.rows == Rows::Vp    ? std::vector<int64_t>{d.V, c}
+                       : prm.rows == Rows::one ? std::vector<int64_t>{c}
+                                               : std::vector<int64_t>{r, c};
+      t.index = pos;
+      t.transposed = prm.transpose;
       pos += r * c;
       (prm.per_layer ? layered[k] : global[k]).push_back(std::move(t));
     }
   }
-  // Hugging Face order: wte, wpe, each layer's tensors, ln_f.
-  for (std::size_t k = 0; k < 2; ++k) ck.tensors.push_back(std::move(global[k][0]));
+  for (std::size_t k = 0; k < 2; ++k) lay.tensors.push_back(std::move(global[k][0]));
   for (int64_t l = 0; l < d.L; ++l)
     for (std::size_t k = 0; k < std::size(kParams); ++k)
-      if (kParams[k].per_layer) ck.tensors.push_back(std::move(layered[k][static_cast<std::size_t>(l)]));
+      if (kParams[k].per_layer) lay.tensors.push_back(std::move(layered[k][static_cast<std::size_t>(l)]));
   for (std::size_t k = 2; k < std::size(kParams); ++k)
-    if (!kParams[k].per_layer) ck.tensors.push_back(std::move(global[k][0]));
+    if (!kParams[k].per_layer) lay.tensors.push_back(std::move(global[k][0]));
+  return lay;
+}
+
+LlmcCheckpoint read_llmc(const std::string& path) {
+  const MappedFile file = MappedFile::open(path);
+  const unsigned char* p = file.data();
+  const LlmcLayout lay = llmc_layout(p, static_cast<int64_t>(file.size()), path);
+  LlmcCheckpoint ck;
+  ck.version = lay.version;
+  ck.padded_vocab_size = lay.padded_vocab_size;
+  ck.config = lay.config;
+  // Sizes now agree with the file: allocating what the header says is bounded by the file size.
+  const int64_t es = ck.version == 3 ? 4 : 2;
+  auto value = [&](int64_t index) -> float {
+    const unsigned char* q = p + kHeaderBytes + index * es;
+    return es == 4 ? load_le<float>(q) : bf16_to_float(load_le<uint16_t>(q));
+  };
+  for (const LlmcTensor& s : lay.tensors) {
+    NamedTensor t;
+    t.name = s.name;
+    const int64_t r = s.stored_shape[0], c = s.stored_shape.size() == 2 ? s.stored_shape[1] : 1;
+    t.shape = s.transposed ? std::vector<int64_t>{c, r} : s.stored_shape;
+    t.data.resize(static_cast<std::size_t>(r * c));
+    if (s.transposed) {
+      // llm.c [out = r, in = c] -> Hugging Face Conv1D [in, out]: hf[i][o] = llmc[o][i]
+      for (int64_t o = 0; o < r; ++o)
+        for (int64_t i = 0; i < c; ++i)
+          t.data[static_cast<std::size_t>(i * r + o)] = value(s.index + o * c + i);
+    } else {
+      for (int64_t i = 0; i < r * c; ++i) t.data[static_cast<std::size_t>(i)] = value(s.index + i);
+    }
+    ck.tensors.push_back(std::move(t));
+  }
   return ck;
 }
 

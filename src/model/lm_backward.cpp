@@ -273,7 +273,7 @@ LmLayout lm_layout(const Arch& arch) {
   LmLayout L;
   L.arch = arch;
   L.table = tensor_table(arch);
-  L.in_out = arch.model_type == "gpt2";
+  L.in_out = arch.conv1d;
   L.blocks.resize(size_t(arch.n_layer));
   fill_slots<int64_t>(L, L.blocks, -1);
   for (const TensorSpec& s : L.table) {

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <set>
 
+#include "model/load_util.hpp"
 #include "qkv/error.hpp"
+#include "qkv/family.hpp"
 #include "qkv/io/gguf_family.hpp"
 #include "qkv/io/gguf_quant.hpp"
 #include "qkv/io/half.hpp"
@@ -99,27 +101,7 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
-namespace {
-Weight* slot(Model& m, const TensorSpec& s);
-}
-
-const Weight& Model::weight(const std::string& name) const {
-  const auto it = index.find(name);
-  if (it == index.end()) usage_error(path + ": no tensor named " + name);
-  return *slot(const_cast<Model&>(*this), table[it->second]);
-}
-
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Buffers some checkpoints carry that are not weights: causal masks, their fill value, rotary tables.
-bool is_buffer(const std::string& name) {
-  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "attention.bias") ||
-         ends_with(name, "attention.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
-}
+namespace detail {
 
 json read_json(const std::string& path) {
   const io::MappedFile f = io::MappedFile::open(path);
@@ -129,21 +111,6 @@ json read_json(const std::string& path) {
   } catch (const json::exception& e) {
     data_error(path + ": not valid JSON: " + e.what());
   }
-}
-
-// Where a tensor lives: its file and its header entry.
-struct Found {
-  const io::SafetensorsFile* file;
-  const io::TensorInfo* info;
-};
-
-WeightType weight_type(io::DType t) {
-  switch (t) {
-    case io::DType::F32: return WeightType::F32;
-    case io::DType::F16: return WeightType::F16;
-    case io::DType::BF16: return WeightType::BF16;
-  }
-  return WeightType::F32;
 }
 
 // Refuses NaN and Inf by their bit patterns (exponent all ones), without converting anything.
@@ -168,6 +135,57 @@ void check_finite(const Weight& w, const std::string& file) {
   }
 }
 
+std::string dtype_summary(const Model& m) {
+  std::map<std::string, int> n;
+  for (const auto& s : m.table) n[weight_type_name(m.weight(s.name))]++;
+  std::string s;
+  for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + t;
+  return s;
+}
+
+}  // namespace detail
+
+using detail::check_finite;
+using detail::dtype_summary;
+using detail::read_json;
+
+namespace {
+Weight* slot(Model& m, const TensorSpec& s);
+}
+
+const Weight& Model::weight(const std::string& name) const {
+  const auto it = index.find(name);
+  if (it == index.end()) usage_error(path + ": no tensor named " + name);
+  return *slot(const_cast<Model&>(*this), table[it->second]);
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Buffers some checkpoints carry that are not weights: causal masks, their fill value, rotary tables.
+bool is_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "attention.bias") ||
+         ends_with(name, "attention.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
+}
+
+// Where a tensor lives: its file and its header entry.
+struct Found {
+  const io::SafetensorsFile* file;
+  const io::TensorInfo* info;
+};
+
+WeightType weight_type(io::DType t) {
+  switch (t) {
+    case io::DType::F32: return WeightType::F32;
+    case io::DType::F16: return WeightType::F16;
+    case io::DType::BF16: return WeightType::BF16;
+  }
+  return WeightType::F32;
+}
+
 Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
 
 // Builds the model from safetensors files whose tensors `where(name)` locates; checks the family's
@@ -179,9 +197,10 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
   m.path = path;
   m.table = tensor_table(arch);
   m.blocks.resize(size_t(arch.n_layer));
-  const bool gpt2 = arch.model_type == "gpt2";
+  const std::string& prefix = family(arch.model_type, path).optional_prefix;  // GPT-2's "transformer."
   auto locate = [&](const std::string& name) -> Found {
-    for (const std::string& n : gpt2 ? std::vector<std::string>{name, "transformer." + name} : std::vector<std::string>{name}) {
+    for (const std::string& n :
+         prefix.empty() ? std::vector<std::string>{name} : std::vector<std::string>{name, prefix + name}) {
       if (!weight_map.empty()) {
         const auto it = weight_map.find(n);
         if (it != weight_map.end()) {
@@ -213,7 +232,8 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
   for (const auto& f : files)
     for (const auto& t : f->tensors()) {
       if (used.count({f.get(), t.name}) || is_buffer(t.name)) continue;
-      const std::string bare = gpt2 && t.name.rfind("transformer.", 0) == 0 ? t.name.substr(12) : t.name;
+      const std::string bare =
+          !prefix.empty() && t.name.rfind(prefix, 0) == 0 ? t.name.substr(prefix.size()) : t.name;
       if (bare == "lm_head.weight" && arch.tied_embeddings) continue;  // checked equal to wte below
       data_error(f->path() + ": unexpected tensor " + t.name + " " + shape_string(t.shape) + " (not a parameter of this " +
                  arch.model_type + " config" + (arch.tied_embeddings && bare != "lm_head.weight" ? "" : "") + ")");
@@ -227,7 +247,7 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
     w->type = weight_type(f.info->dtype);
     w->data = f.file->bytes(*f.info);
     // GPT-2's Conv1D matrices are [in, out]; every other family's are nn.Linear [out, in].
-    w->in_out = gpt2 && s.shape.size() == 2 && !is_embedding(s.role);
+    w->in_out = arch.conv1d && s.shape.size() == 2 && !is_embedding(s.role);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(w->data);
     if (addr % (w->type == WeightType::F32 ? 4 : 2) != 0) {
       // Unaligned: copied once into memory of our own (the mapping stays, but this tensor's pages are
@@ -286,14 +306,6 @@ Model from_gpt2(GPT2 g, const std::string& path) {
   return m;
 }
 
-std::string dtype_summary(const Model& m) {
-  std::map<std::string, int> n;
-  for (const auto& s : m.table) n[weight_type_name(m.weight(s.name))]++;
-  std::string s;
-  for (const auto& [t, c] : n) s += std::string(s.empty() ? "" : "+") + t;
-  return s;
-}
-
 }  // namespace
 
 QkvMaps qkv_maps(const Model& m, int l) {
@@ -331,7 +343,7 @@ QkvMaps qkv_maps(const Model& m, int l) {
     for (int i = 0; i < n; i++) {
       const int o = row(part, i);
       for (int c = 0; c < d; c++)  // Conv1D [d, 3d] is read transposed
-        (*dst[part])[size_t(i) * d + c] = a.qkv_layout == QkvLayout::Gpt2Thirds ? W[size_t(c) * 3 * d + o] : W[size_t(o) * d + c];
+        (*dst[part])[size_t(i) * d + c] = w.wqkv.in_out ? W[size_t(c) * 3 * d + o] : W[size_t(o) * d + c];
       if (!B.empty()) (*bdst[part])[size_t(i)] = B[size_t(o)];
     }
   }
@@ -412,8 +424,8 @@ Model load_lm(const std::string& path) {
     if (f.metadata().get_string("general.architecture") != "gpt2") return load_gguf_lm(path);
     return from_gpt2(load_model(path), path);
   }
-  // llm.c .bin: GPT-2 read into memory of its own.
-  if (ends_with(path, ".bin")) return from_gpt2(load_model(path), path);
+  // llm.c .bin: GPT-2 as views into the mapped file (llmc_load.cpp).
+  if (ends_with(path, ".bin")) return load_llmc_lm(path);
   usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");
 }
 

@@ -28,6 +28,24 @@ struct LlmcCheckpoint {
   std::vector<NamedTensor> tensors;  // Hugging Face names and layout ([in, out] Conv1D weights)
 };
 
+// Where each tensor lies in an llm.c file, once the header and the file size have been checked: its
+// Hugging Face name, its shape as llm.c stores it (matrices [out, in]; wte only its first vocab_size of
+// padded_vocab_size rows) and the index of its first parameter after the header. Views of the file need
+// nothing more (load_lm maps the file and reads the tensors in place: llm.c's [out, in] is nn.Linear's).
+struct LlmcTensor {
+  std::string name;                   // Hugging Face name, as in LlmcCheckpoint
+  std::vector<int64_t> stored_shape;  // as llm.c stores it
+  int64_t index = 0;                  // first parameter's index (bytes: 1024 + index * element size)
+  bool transposed = false;            // Hugging Face holds it [in, out] (Conv1D), llm.c [out, in]
+};
+struct LlmcLayout {
+  GPT2Config config;
+  int version = 0;  // 3 fp32, 5 bf16
+  int padded_vocab_size = 0;
+  std::vector<LlmcTensor> tensors;  // Hugging Face order, as read_llmc returns them
+};
+LlmcLayout llmc_layout(const unsigned char* data, int64_t size, const std::string& path);
+
 // Tensors in order wte.weight [V, C] (padding rows dropped), wpe.weight [maxT, C], then per layer
 // h.{l}.ln_1.{weight,bias} [C], attn.c_attn.weight [C, 3C], attn.c_attn.bias [3C],
 // attn.c_proj.weight [C, C], attn.c_proj.bias [C], ln_2.{weight,bias} [C], mlp.c_fc.weight [C, 4C],
