@@ -17,14 +17,13 @@
 #include <optional>
 #include <set>
 
-#include "qkv/analysis/family_tour.hpp"
 #include "qkv/analysis/head_weights.hpp"
+#include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/experiments_json.hpp"
-#include "qkv/report/family_report.hpp"
 #include "qkv/report/svg.hpp"
 #include "qkv/report/tour_report.hpp"
 
@@ -361,38 +360,20 @@ py::object exp_circuits(PyModel& m, bool fold_ln, int samples, uint64_t seed) {
 
 py::object exp_tour(PyModel& m, const OptIds& tokens, const std::string& text, const std::optional<std::string>& out,
                     int seq_len, int batch, uint64_t seed, int bos, const std::optional<py::function>& progress) {
-  if (m.lm.arch.model_type != "gpt2") {  // another family: the claims that carry over, n/a for the rest
-    an::FamilyTourOptions o;
-    o.text_ids = opt_ids(tokens);
-    o.seed = seed;
-    nlohmann::json j;
-    {
-      py::gil_scoped_release nogil;
-      const an::FamilyTourResult r = an::family_tour(m.lm, o);
-      j = qkv::report::family_tour_json(r, m.path, m.lm.arch);
-      if (out) j["report"] = qkv::report::write_family_tour_report(r, m.lm.arch, m.path, *out);
-    }
-    return to_py(j);
-  }
-  const qkv::GPT2& g = m.gpt2("tour");
   if (batch < 1) qkv::usage_error("batch: " + std::to_string(batch) + " must be at least 1");
-  qkv::report::TourInput in =
-      qkv::report::tour_input(g.config, m.tokenizer(), opt_ids(tokens), text, bos, seq_len, batch, seed);
+  an::TourInput in = an::tour_input(m.lm.arch, m.tokenizer(), opt_ids(tokens), text, bos, seq_len, batch, seed);
   if (progress)
     in.options.progress = [&progress](int i, int total, const std::string& what) {
       py::gil_scoped_acquire gil;
       (*progress)(i, total, what);
     };
-  qkv::report::TourReportInfo info;
-  info.model = m.path;
-  info.labels = m.labels(in.options.text_ids);
-  info.text = in.text;
+  const qkv::report::TourReportInfo info{m.path, in.labels, in.text};
   nlohmann::json j;
   {
     py::gil_scoped_release nogil;
-    const an::TourResult r = an::tour(g, in.options);
+    const an::TourResult r = an::tour(m.lm, in.options);
     const std::string html = out ? qkv::report::write_tour_report(r, info, *out) : "";
-    j = qkv::report::tour_json(r, m.path, info.labels, html);
+    j = qkv::report::tour_json(r, info, html);
   }
   return to_py(j);
 }

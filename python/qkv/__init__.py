@@ -346,13 +346,12 @@ def circuits(model, fold_ln=True, samples=32, seed=0):
 
 
 def tour(model, tokens=None, out=None, seq_len=0, batch=4, seed=0, bos=None, progress=None):
-    """`qkv tour --json`: every claim of the seeds measured on the model, with a verdict per claim.
+    """`qkv tour --json`: every claim of the seeds measured on a model of any family, with a verdict per
+    claim — or "applies": False with the reason in "note" when the architecture makes it moot.
 
     tokens: the tour text (text or ids; default: the CLI's default text). out: a directory to write
     the HTML report into (index.html; None: no report, "report" is None). bos: None (<|endoftext|>
-    when the tokenizer has it), -1 (none) or an id. progress: None or fn(i, total, step).
-    A model of another family gets `qkv tour --json`'s family tour (claims that do not apply are
-    "applies": False with the reason in "note"; tokens, seed and out are used)."""
+    when the tokenizer has it), -1 (none) or an id. progress: None or fn(i, total, step)."""
     text = tokens if isinstance(tokens, str) else ""
     b = -2 if bos is None else int(bos)
     return _qkv.tour(_model(model), _opt_ids(model, tokens), text, None if out is None else str(out), int(seq_len),

@@ -33,60 +33,12 @@ int repeated_length(const GPT2Config& c, int requested, int bos, int min_n) {
   return n;
 }
 
-TourInput tour_input(const GPT2Config& c, const Tokenizer* tok, const std::vector<int>& ids, const std::string& text,
-                     int bos, int n, int batch, uint64_t seed) {
-  TourInput in;
-  an::TourOptions& o = in.options;
-  if (!ids.empty()) {
-    o.text_ids = ids;
-    in.text = text;
-    if (o.text_ids.size() < 2) usage_error("the tour text must have at least 2 tokens");
-  } else if (tok) {
-    in.text = an::default_tour_text([&](const std::string& t) { return tok->encode(t); }, std::min(60, c.n_positions));
-    if (in.text.empty())
-      usage_error("the model's " + std::to_string(c.n_positions) + " positions fit no default tour text; give --tokens");
-    o.text_ids = tok->encode(in.text);
-  } else {
-    // No tokenizer: a seeded random sequence repeated twice, as long as fits (at most 2 × 25).
-    const int half = std::min(25, c.n_positions / 2);
-    if (half < 1) usage_error("the model has fewer than 2 positions");
-    o.text_ids = an::repeated_random_tokens(c.vocab_size, half, 1, seed + 1000)[0];
-  }
-  // BOS for the repeated random sequences: bos >= -1 as given, else <|endoftext|> when the tokenizer ends with it.
-  o.bos = -1;
-  if (bos >= -1) {
-    o.bos = bos;
-    if (o.bos >= c.vocab_size)
-      usage_error("--bos: " + std::to_string(o.bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
-  } else if (tok && tok->vocab_size() > 0 && tok->token_string(tok->vocab_size() - 1) == "<|endoftext|>") {
-    o.bos = tok->vocab_size() - 1;
-  }
-  const int max_n = (c.n_positions - (o.bos >= 0 ? 1 : 0)) / 2;
-  if (n != 0 && (n < 2 || n > max_n))
-    usage_error("--seq-len: " + std::to_string(n) + " is outside [2, " + std::to_string(max_n) +
-                "] (the repeated sequence must fit the model's " + std::to_string(c.n_positions) + " positions)");
-  if (max_n < 2) usage_error("the model's " + std::to_string(c.n_positions) + " positions are too few for the tour");
-  o.n = n;
-  o.batch = batch;
-  o.seed = seed;
-  return in;
-}
-
 namespace {
 json part_json(const an::ProjectionPart& p) {
   return {{"max_abs_diff", p.max_abs_diff}, {"max_abs", p.max_abs}, {"ln_trap_rel", p.ln_trap_rel},
           {"bias_trap_rel", p.bias_trap_rel}, {"bias_norm", p.bias_norm}};
 }
 
-json measured_json(const an::Claim& c) {
-  json j = json::object();
-  for (const auto& m : c.measured) {
-    if (m.is_text()) j[m.key] = m.text;
-    else if (std::isfinite(m.value)) j[m.key] = m.value;
-    else j[m.key] = nullptr;
-  }
-  return j;
-}
 }  // namespace
 
 json project_json(const an::ProjectionResult& r) {
@@ -200,36 +152,6 @@ json circuits_json(const an::CircuitsResult& r) {
       j["baseline"]["group"] = {{"k_mean", b.kg_mean}, {"k_std", b.kg_std}, {"v_mean", b.vg_mean}, {"v_std", b.vg_std}};
   }
   return j;
-}
-
-json claims_json(const std::vector<an::Claim>& claims) {
-  json j = json::array();
-  for (const auto& cl : claims)
-    j.push_back({{"id", cl.id}, {"held", cl.held}, {"applies", cl.applies}, {"measured", measured_json(cl)},
-                 {"criterion", cl.criterion}, {"seed", cl.seed}, {"source", cl.source}, {"summary", cl.summary},
-                 {"note", cl.note}});
-  return j;
-}
-
-json tour_json(const an::TourResult& r, const std::string& model, const std::vector<std::string>& labels,
-               const std::string& report) {
-  return {{"model", model},
-          {"layers", r.L}, {"heads", r.H}, {"d", r.d}, {"dh", r.dh},
-          {"text", {{"tokens", r.T}, {"ids", r.text_ids}, {"labels", labels}}},
-          {"repeated", {{"seq_len", r.n}, {"batch", r.batch}, {"seed", r.seed}, {"bos", r.bos}}},
-          {"chosen", {{"induction", {r.induction.layer, r.induction.head}},
-                      {"previous_token", {r.previous.layer, r.previous.head}}}},
-          {"held", r.held_count()}, {"total", r.claims.size()}, {"seconds", r.seconds},
-          {"report", report.empty() ? json(nullptr) : json(report)}, {"claims", claims_json(r.claims)}};
-}
-
-json family_tour_json(const an::FamilyTourResult& r, const std::string& model, const Arch& c) {
-  return {{"model", model}, {"family", c.model_type}, {"architecture", c.to_json()},
-          {"layers", c.n_layer}, {"heads", c.H}, {"kv_heads", c.n_kv}, {"d", c.d}, {"dh", c.dh},
-          {"text", {{"tokens", r.text_ids.size()}, {"ids", r.text_ids}}},
-          {"chosen", {{"induction", {r.chosen.layer, r.chosen.head}}, {"previous_token", {r.previous.layer, r.previous.head}}}},
-          {"held", r.held_count()}, {"applicable", r.applicable_count()}, {"total", r.claims.size()},
-          {"seconds", r.seconds}, {"report", nullptr}, {"claims", claims_json(r.claims)}};
 }
 
 }  // namespace qkv::report

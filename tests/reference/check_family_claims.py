@@ -1,19 +1,19 @@
 #!/usr/bin/python3
-"""Independent numbers for the family tour's claims (src/analysis/family_tour.cpp).
+"""Independent numbers for the tour's claims on every family (src/analysis/claims/).
 
-For each family, a random checkpoint is made exactly as tests/analysis/family_tour_test.cpp makes it
+For each family, a random checkpoint is made exactly as tests/analysis/tour_families_test.cpp makes it
 (`qkv init --arch A --preset tiny --set initializer_range=0.2 --seed 3`), read back with this
 directory's own safetensors parser, and run through make_family_fixtures.py's float64 PyTorch forward.
 From that, for every head of the last layer, in float64 and without qkv's code:
 
   asym_rel       ‖S − Sᵀ‖/‖S‖ of the (rotated) q·kᵀ on TOKENS
-  raw_row_rel    ‖q(x) − q(ln1(x))‖/‖q(ln1(x))‖: the raw-row trap
+  raw_row_rel    ‖q(x) − q(ln1(x))‖/‖q(ln1(x))‖: the raw-row trap (ln_trap / rmsnorm_trap), biases included
   qk_delta       ‖W_Qᵀ(R_Δ − I)W_K‖_F/‖W_Qᵀ W_K‖_F for Δ = 1, 4, 16, 64, with R_Δ built here from the
                  rotary definition (rotate_half pairs on the first rotary_dim coordinates)
   gqa            per KV group: max |Δ| of the first two heads' queries and patterns
   no_scale       (GPT-Neo) mean largest weight and softmax-Jacobian norm, without and with ÷√d_k
 
-written to fixtures/families/claims.json; tests/analysis/family_tour_test.cpp compares qkv's numbers.
+written to fixtures/families/claims.json; tests/analysis/tour_families_test.cpp compares qkv's numbers.
 Usage: /usr/bin/python3 tests/reference/check_family_claims.py build/qkv
 """
 import json
@@ -30,6 +30,20 @@ import make_family_fixtures as ref  # noqa: E402
 
 FAMILIES = ["gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "gpt_neox", "phi3", "gpt_neo"]
 TOKENS = [5, 17, 300, 42, 9, 17, 300, 42, 77, 120, 5, 17, 300, 1, 2, 3, 42, 9, 17, 300]
+
+
+def q_bias(cfg, W, layer):
+    """b_Q [H·dh] of one layer, or None: GPT-2's c_attn thirds, GPT-NeoX's per-head interleave, Qwen2's q_proj."""
+    mt = cfg["model_type"]
+    if mt == "gpt2":
+        d = cfg["n_embd"]
+        return W.get("h.%d.attn.c_attn.bias" % layer, W.get("transformer.h.%d.attn.c_attn.bias" % layer))[:d]
+    if mt == "gpt_neox":
+        d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+        return W["gpt_neox.layers.%d.attention.query_key_value.bias" % layer].view(H, 3, d // H)[:, 0].reshape(d)
+    if mt == "qwen2":
+        return W["model.layers.%d.self_attn.q_proj.bias" % layer]
+    return None
 
 
 def head_maps(cfg, W, layer):
@@ -99,12 +113,9 @@ def main():
         # the raw-row trap on the whole layer: q of the raw row vs the forward's q
         Wq, Wk = head_maps(cfg, W, l)
         q_norm = hooks[b + "attn.hook_q"].reshape(T, H * dh)
-        bias = None
-        if cfg["model_type"] == "qwen2":
-            bias = W["model.layers.%d.self_attn.q_proj.bias" % l]
+        bias = q_bias(cfg, W, l)
         q_raw = hooks[b + "hook_resid_pre"] @ Wq.T + (bias if bias is not None else 0)
-        if cfg["model_type"] not in ("gpt2", "gpt_neox", "gpt_neo"):
-            rec["raw_row_rel"] = (torch.linalg.norm(q_raw - q_norm) / torch.linalg.norm(q_norm)).item()
+        rec["raw_row_rel"] = (torch.linalg.norm(q_raw - q_norm) / torch.linalg.norm(q_norm)).item()
         if rotary:
             for h in range(H):
                 g = h // G

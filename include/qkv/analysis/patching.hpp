@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "qkv/analysis/tour.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/model.hpp"
 #include "qkv/tensor.hpp"
@@ -148,26 +147,4 @@ PathResult path_patch(const Model& model, const std::vector<int>& clean, const s
 // outlive the returned Model.
 Model model_view(const GPT2& gpt2);
 
-}  // namespace qkv::analysis
-
-// ---- the tour's patching claims (src/analysis/patching_tour.cpp; called from tour.cpp) -------------------
-namespace qkv::analysis {
-struct TourOptions;
-struct TourResult;
-// The claims qk_where_v_what, k_composition_causal and ov_fault_separate on the repeated random sequences
-// `seqs` (clean: [bos] r r; corrupt: the first copy replaced), appended to r.claims; r.induction and
-// r.previous must be chosen. Claims that cannot apply (one layer, no induction head) say "n/a: why".
-void add_patching_claims(const GPT2& model, const TourOptions& o, const std::vector<std::vector<int>>& seqs,
-                         TourResult& r);
-// The same claims on a model of any family (the family tour): seqs as above, |r| = n, bos (-1: none);
-// the induction head chosen by the caller (its induction score decides whether the claims apply) and
-// the previous-token head the path is patched from.
-struct PatchingClaimsInput {
-  const std::vector<std::vector<int>>& seqs;
-  int n = 0, bos = -1;
-  uint64_t seed = 0;
-  HeadRef induction, previous;
-  double induction_score = 0;
-};
-std::vector<Claim> patching_claims(const Model& model, const PatchingClaimsInput& in);
 }  // namespace qkv::analysis

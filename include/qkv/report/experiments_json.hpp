@@ -10,12 +10,10 @@
 
 #include "qkv/analysis/ablate.hpp"
 #include "qkv/analysis/circuits.hpp"
-#include "qkv/analysis/family_tour.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/projections.hpp"
 #include "qkv/analysis/scores.hpp"
 #include "qkv/analysis/swap.hpp"
-#include "qkv/analysis/tour.hpp"
 #include "qkv/arch.hpp"
 #include "qkv/config.hpp"
 #include "qkv/tokenizer.hpp"
@@ -34,16 +32,6 @@ std::vector<int> experiment_ids(const GPT2Config& c, const Tokenizer* tok, const
 // --seq-len / --bos).
 int repeated_length(const GPT2Config& c, int requested, int bos, int min_n);
 
-// The tour's inputs as `qkv tour` resolves them: `ids` (from --text/--tokens) when not empty, else the
-// default tour text through `tok`, else random ids repeated; `bos` -2 = <|endoftext|> when the
-// tokenizer ends with it, -1 = none; `n` 0 = default. Usage errors as the CLI's.
-struct TourInput {
-  analysis::TourOptions options;
-  std::string text;  // the tour text, when it came from text
-};
-TourInput tour_input(const GPT2Config& c, const Tokenizer* tok, const std::vector<int>& ids, const std::string& text,
-                     int bos, int n, int batch, uint64_t seed);
-
 nlohmann::json project_json(const analysis::ProjectionResult& r);
 // labels: one per token.
 nlohmann::json scores_json(const analysis::ScoresResult& r, const std::vector<std::string>& labels);
@@ -51,12 +39,5 @@ nlohmann::json swap_json(const analysis::SwapResult& r);
 nlohmann::json heads_json(const analysis::HeadScan& scan, int n, int batch, uint64_t seed, int bos);
 nlohmann::json ablate_json(const analysis::AblationResult& r, uint64_t seed);
 nlohmann::json circuits_json(const analysis::CircuitsResult& r);
-// Each claim: id, held, applies (false: n/a, the note says why), measured, criterion, seed, source, summary, note.
-nlohmann::json claims_json(const std::vector<analysis::Claim>& claims);
-// model: the checkpoint path; labels: one per tour-text token; report: the HTML file written ("" = none).
-nlohmann::json tour_json(const analysis::TourResult& r, const std::string& model, const std::vector<std::string>& labels,
-                         const std::string& report);
-// The tour of a model of another family (analysis/family_tour.hpp); no HTML report ("report": null).
-nlohmann::json family_tour_json(const analysis::FamilyTourResult& r, const std::string& model, const Arch& arch);
 
 }  // namespace qkv::report
