@@ -1,6 +1,9 @@
 // The shape table of one attention layer and its parameter count, from plain numbers.
 #include "qkv/analysis/shapes.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include "qkv/error.hpp"
 
 namespace qkv::analysis {
@@ -33,15 +36,42 @@ ShapesResult attention_shapes(const AttentionDims& g) {
   };
   ParamCount& p = r.params;
   p.W_Q = d * H * dh, p.W_K = d * kv * dh, p.W_V = d * kv * dh, p.W_O = H * dh * d;
-  if (g.biases) p.b_Q = H * dh, p.b_K = kv * dh, p.b_V = kv * dh, p.b_O = d;
+  if (g.biases) p.b_Q = H * dh, p.b_K = kv * dh, p.b_V = kv * dh;
+  if (g.o_bias) p.b_O = d;
   r.four_d2 = 4 * d * d;
   return r;
 }
 
-AttentionDims attention_dims(const GPT2Config& c, int64_t n) {
-  return {n, c.n_embd, c.n_head, c.n_head, c.head_dim(), true};
+AttentionDims attention_dims(const Arch& a, int64_t n) {
+  return {n, a.d, a.H, a.n_kv, a.dh, a.qkv_bias, a.o_bias};
 }
 
+TensorCount attention_tensor_count(const std::vector<TensorSpec>& table, int layer) {
+  static const Role weights[] = {Role::wq, Role::wk, Role::wv, Role::wqkv, Role::wo};
+  static const Role biases[] = {Role::bq, Role::bk, Role::bv, Role::bqkv, Role::bo};
+  auto in = [](Role r, const auto& set) {
+    return std::find(std::begin(set), std::end(set), r) != std::end(set);
+  };
+  TensorCount t;
+  for (const TensorSpec& s : table) {
+    if (s.layer != layer || !(in(s.role, weights) || in(s.role, biases))) continue;
+    int64_t numel = 1;
+    std::string shape;
+    for (int64_t v : s.shape) numel *= v, shape += (shape.empty() ? "" : ", ") + std::to_string(v);
+    t.names.push_back(s.name + " [" + shape + "]");
+    (in(s.role, weights) ? t.weights : t.biases) += numel;
+  }
+  if (t.names.empty())
+    usage_error("shapes: the model has no attention tensors in layer " + std::to_string(layer));
+  return t;
+}
+
+// kept for the GPT-2 tour until it moves to Model
+AttentionDims attention_dims(const GPT2Config& c, int64_t n) {
+  return {n, c.n_embd, c.n_head, c.n_head, c.head_dim(), true, true};
+}
+
+// kept for the GPT-2 tour until it moves to Model
 TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer) {
   const std::string prefix = "h." + std::to_string(layer) + ".attn.";
   TensorCount t;

@@ -1,10 +1,9 @@
-// GPT-2's forward with one head edited: the blocks re-run from the core ops, and in the chosen block
-// the head's pattern (its QK side) or its values (its OV side) replaced before they are mixed.
+// The forward with one head edited through its hook points: in the chosen block the head's pattern (its
+// QK side) or its values (its OV side) replaced before they are mixed.
 #pragma once
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -23,8 +22,6 @@ struct InterventionRun {
   std::vector<float> logits;        // [T, vocab]
   std::vector<float> head_pattern;  // [T, T] the pattern the edited head actually used
 };
-
-InterventionRun forward_with_intervention(const GPT2& model, const std::vector<int>& ids, const HeadIntervention& iv);
 
 // Any family, through the one forward's hook points (lm.hpp): Pattern rewrites the head's rows of
 // blocks.L.attn.hook_pattern to the uniform pattern over its visible keys (j <= i, inside the layer's

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/arch.hpp"
 #include "qkv/config.hpp"
 #include "qkv/model.hpp"
 
@@ -17,7 +18,8 @@ struct AttentionDims {
   int64_t H = 0;        // query heads
   int64_t n_kv = 0;     // key/value heads (= H without grouped-query attention)
   int64_t dh = 0;       // d_k = d_v per head
-  bool biases = false;  // the projections carry biases (GPT-2: yes)
+  bool biases = false;  // Q, K and V carry biases (GPT-2, Qwen2: yes)
+  bool o_bias = false;  // W_O carries one (GPT-2: yes; Qwen2: no)
 };
 
 struct ShapeRow {
@@ -45,16 +47,20 @@ struct ShapesResult {
 // usage_error (naming the field) when a dimension is < 1, n_kv does not divide H, or n_kv > H.
 ShapesResult attention_shapes(const AttentionDims& dims);
 
-// GPT-2: n_kv = H, d_head = d/H, biases on. `n` is the token count to show.
-AttentionDims attention_dims(const GPT2Config& config, int64_t n);
+// Any family: H query heads, n_kv key/value heads of dh, the biases it has. `n` is the token count to show.
+AttentionDims attention_dims(const Arch& arch, int64_t n);
 
-// The attention parameters the model's own tensor table holds for layer l ("h.{l}.attn.*"): weights
-// (names ending ".weight") and biases (".bias"), read from the table's shapes, not from the config.
+// The attention parameters the model's own tensor table holds for layer l (the roles wq … bo, fused or
+// not): weights and biases, read from the table's shapes, not from the config.
 struct TensorCount {
   int64_t weights = 0, biases = 0;
   std::vector<std::string>
       names;  // the tensors counted, with their shapes, e.g. "h.0.attn.c_attn.weight [768, 2304]"
 };
+TensorCount attention_tensor_count(const std::vector<TensorSpec>& table, int layer);
+
+// Kept for the GPT-2 tour until it moves to Model: the same from class GPT2's config and parameter table.
+AttentionDims attention_dims(const GPT2Config& config, int64_t n);
 TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer);
 
 // The seed's toy sizes: n = 5, d = 4, two heads of d_k = d_v = 2 (no biases: the toy's W only pick columns).
