@@ -35,6 +35,8 @@ AblationResult ablate_head(const Model& m, const std::vector<std::vector<int>>& 
   AblationResult r;
   r.layer = layer, r.head = head, r.n = n, r.batch = int(repeated.size()), r.family = m.arch.model_type;
   RunState st;
+  RunOptions plain;  // the model's forward without hooks, every layer's attention materialised as in the edited runs
+  plain.materialise_all = true;
   for (const auto& ids : repeated) {
     if (int(ids.size()) != start + 2 * n)
       usage_error("ablate_head: a sequence has " + std::to_string(ids.size()) + " tokens, expected " +
@@ -48,7 +50,7 @@ AblationResult ablate_head(const Model& m, const std::vector<std::vector<int>>& 
     r.loss_qk += cross_entropy(qk.logits, second, V) / r.batch;
     r.loss_ov += cross_entropy(ov.logits, second, V) / r.batch;
     r.loss_first_half += cross_entropy(intact.logits, first, V) / r.batch;
-    r.intact_vs_model_max_abs = std::max(r.intact_vs_model_max_abs, max_abs_diff(intact.logits, run(m, ids, st)));
+    r.intact_vs_model_max_abs = std::max(r.intact_vs_model_max_abs, max_abs_diff(intact.logits, run(m, ids, st, plain)));
     r.ov_pattern_max_abs_diff = std::max(r.ov_pattern_max_abs_diff, max_abs_diff(ov.head_pattern, intact.head_pattern));
     r.qk_pattern_max_abs_diff = std::max(r.qk_pattern_max_abs_diff, max_abs_diff(qk.head_pattern, intact.head_pattern));
   }

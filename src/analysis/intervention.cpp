@@ -34,6 +34,7 @@ InterventionRun forward_with_intervention(const Model& m, const std::vector<int>
   RunState st;
   RunOptions o;
   o.hooks = &hooks;
+  o.materialise_all = true;  // every layer as the edited one: an edit's effect is not mixed with fused-kernel rounding
   run.logits = qkv::run(m, ids, st, o);
   return run;
 }

@@ -265,7 +265,7 @@ void run_ablate(const HeadsArgs& a) {
   t.add({"OV ablated: values zeroed (its z)", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
          fmt_sci(r.ov_pattern_max_abs_diff) +
              (r.ov_pattern_max_abs_diff == 0 ? " (identical)" : " (CHANGED)")});
-  std::cout << t.str() << "\nhooked forward without an edit vs the plain (fused) forward: max |Δ logits| "
+  std::cout << t.str() << "\nhooked forward without an edit vs the forward without hooks: max |Δ logits| "
             << fmt_sci(r.intact_vs_model_max_abs) << "\n";
 }
 

@@ -16,7 +16,7 @@ struct AblationResult {
   // is in it too; averaged over the sequences
   double loss_intact = 0, loss_qk = 0, loss_ov = 0;
   double loss_first_half = 0;          // the same on the first copy (nothing to copy yet), intact
-  double intact_vs_model_max_abs = 0;  // the hooked forward without an edit vs the plain forward (logits)
+  double intact_vs_model_max_abs = 0;  // the hooked forward without an edit vs the forward without hooks: 0
   double ov_pattern_max_abs_diff = 0;  // the head's pattern with OV ablated vs intact: must be 0
   double qk_pattern_max_abs_diff = 0;  // with QK ablated vs intact: the pattern did change
   std::string family;                  // config.json's model_type
@@ -25,7 +25,7 @@ struct AblationResult {
 // repeated: sequences [bos?] r r with |r| = n (see repeated_random_tokens); bos >= 0 when one leads.
 // Through the forward's hooks (forward_with_intervention): OV ablated = the head's z zeroed (under GQA
 // its group's shared values stay for the other heads). intact_vs_model_max_abs compares the hooked run
-// with a plain run() (whose unhooked layers take the fused kernel: ~1e-6, not bit for bit).
+// without an edit with run() without hooks (both materialised): the hooks themselves change no bit.
 AblationResult ablate_head(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                            int layer, int head);
 // Kept for the GPT-2 tour until it moves to Model: ablate_head(model_view(model), …).

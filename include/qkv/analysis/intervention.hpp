@@ -27,7 +27,8 @@ struct InterventionRun {
 // blocks.L.attn.hook_pattern to the uniform pattern over its visible keys (j <= i, inside the layer's
 // window); Values zeroes the head's slice of blocks.L.attn.hook_z — z_h = A_h·v, so this is the head's
 // values zeroed, without touching the key/value head its GQA group shares with the other query heads.
-// The pattern is hooked in every run (mode None included), so all three take the same materialised path.
+// The pattern is hooked in every run (mode None included), and every layer's attention is materialised
+// (RunOptions::materialise_all), so the three runs differ only by the edit.
 InterventionRun forward_with_intervention(const Model& model, const std::vector<int>& ids, const HeadIntervention& iv);
 
 }  // namespace qkv::analysis
