@@ -347,7 +347,7 @@ void run_circuits(CircuitsArgs a) {
 
 void register_experiments(CLI::App& app) {
   {
-    auto* cmd = app.add_subcommand("project", "Seed 000's check: slice c_attn yourself, reproduce q, k, v; the two traps");
+    auto* cmd = app.add_subcommand("project", "Seed 000's check: slice the Q/K/V weights (GPT-2's c_attn) yourself, reproduce q, k, v; the two traps");
     auto a = std::make_shared<ExpArgs>();
     add_common(cmd, *a, true, true, false);
     cmd->callback([a] { run_project(*a); });
