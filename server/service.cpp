@@ -7,6 +7,7 @@
 
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/patching.hpp"
 #include "qkv/analysis/running_example.hpp"
 #include "qkv/analysis/soft_dictionary.hpp"
@@ -129,9 +130,14 @@ std::string short_num(double v) {
 std::string scores_are(const Arch& a, bool scale) {
   std::string qk = a.rotary() ? "(R_i q_i)·(R_j k_j), the ROTATED q and k (hook_rot_q, hook_rot_k)" : "q·k";
   std::string s;
-  if (a.model_type == "gpt2") return scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)";
-  if (scale) s = short_num(a.attn_scale) + "·" + qk;
-  else s = qk + " (without the model's scale " + short_num(a.attn_scale) + ")";
+  // 1/√dh, the usual scale (GPT-2, Llama, …), in the seed's words; other scales by their value
+  const bool sqrt_dh = std::abs(a.attn_scale * std::sqrt(double(a.dh)) - 1.0) < 1e-12;
+  if (sqrt_dh && !a.rotary() && a.attn_softcap == 0)
+    return scale ? "q·k/√dh (unmasked)" : "q·k (unmasked, not divided by √dh)";
+  if (scale)
+    s = short_num(a.attn_scale) + "·" + qk;
+  else
+    s = qk + " (without the model's scale " + short_num(a.attn_scale) + ")";
   s += " (unmasked";
   if (a.attn_softcap > 0) s += ", before the soft-cap";
   return s + ")";
@@ -139,28 +145,13 @@ std::string scores_are(const Arch& a, bool scale) {
 
 }  // namespace
 
-Service::Service(std::string model_path, GPT2 model, std::optional<Tokenizer> tokenizer, ServiceOptions options)
-    : path_(std::move(model_path)),
-      gpt2_(std::move(model)),
-      lm_(an::model_view(*gpt2_)),
-      tok_(std::move(tokenizer)),
-      opt_(options),
-      forwards_(std::clamp(options.max_concurrent_forwards, 1, 1024)) {}
-
-Service::Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer, ServiceOptions options)
+Service::Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer,
+                 ServiceOptions options)
     : path_(std::move(model_path)),
       lm_(std::move(model)),
       tok_(std::move(tokenizer)),
       opt_(options),
       forwards_(std::clamp(options.max_concurrent_forwards, 1, 1024)) {}
-
-const GPT2& Service::gpt2(const char* panel) const {
-  if (!gpt2_)
-    bad(std::string(panel) + " is GPT-2 only for now: " + path_ + " is a " + lm_.arch.model_type +
-            " model (attention, the rotary offset chart and patching take every family)",
-        {{"gpt2_only", true}, {"model_type", lm_.arch.model_type}});
-  return *gpt2_;
-}
 
 json Service::info() const {
   const Arch& a = lm_.arch;
@@ -168,7 +159,7 @@ json Service::info() const {
   for (int l = 0; l < a.n_layer; l++) wins.push_back(a.window_of(l));
   return {{"path", path_},
           {"source", lm_.source},
-          {"parameters", gpt2_ ? gpt2_->num_parameters() : lm_.num_parameters()},
+          {"parameters", lm_.num_parameters()},
           {"model_type", a.model_type},
           {"config",
            {{"vocab_size", a.vocab_size},
@@ -189,8 +180,7 @@ json Service::info() const {
           {"tokenizer", tok_ ? json(tok_->vocab_size()) : json(nullptr)},
           {"patch_limits",
            {{"max_tokens", std::min(a.n_ctx, opt_.max_patch_tokens)}, {"max_sites", opt_.max_patch_sites}}},
-          {"features",
-           {{"heads", gpt2_.has_value()}, {"circuits", gpt2_.has_value()}, {"patching", true}, {"rope", a.rotary()}}}};
+          {"features", {{"heads", true}, {"circuits", true}, {"patching", true}, {"rope", a.rotary()}}}};
 }
 
 std::vector<std::string> Service::labels(const std::vector<int>& ids) const {
@@ -273,48 +263,44 @@ std::shared_ptr<const Computed> Service::compute(const std::vector<int>& ids) {
     } release{forwards_};
     c->ids = ids;
     c->T = int(ids.size());
-    if (gpt2_) {
-      Activations acts;  // this request's own: the model is shared and read-only
-      forward(*gpt2_, ids, acts);
-      c->L = gpt2_->config.n_layer, c->H = gpt2_->config.n_head, c->dh = gpt2_->config.head_dim();
-      c->scale = 1.0 / std::sqrt(double(c->dh));
-      const size_t n = size_t(c->H) * c->T * c->T;
-      for (int l = 0; l < c->L; l++) {
-        const AttentionCache<float>& a = acts.attn[size_t(l)];
-        c->S.emplace_back(a.S.begin(), a.S.begin() + int64_t(n));
-        c->A.emplace_back(a.A.begin(), a.A.begin() + int64_t(n));
-      }
-    } else {
-      // Any family: the engine's pattern, and S = scale·(R_i q_i)·(R_j k_j) computed here from the
-      // rotated q and k the forward used (hook_rot_q/k; hook_q/k for learned positions), unmasked and
-      // before any soft-cap. Query head h reads key head h / (H / n_kv).
-      const Arch& a = lm_.arch;
-      c->L = a.n_layer, c->H = a.H, c->dh = a.dh, c->scale = a.attn_scale;
-      const std::string qn = a.rotary() ? "attn.hook_rot_q" : "attn.hook_q", kn = a.rotary() ? "attn.hook_rot_k" : "attn.hook_k";
-      auto keep = [&](const std::string& n) {
-        return n.size() > qn.size() && (n.ends_with("." + qn) || n.ends_with("." + kn) || n.ends_with(".attn.hook_pattern"));
-      };
-      const auto acts = run_with_cache(lm_, ids, keep, true);
-      const int T = c->T, H = a.H, dh = a.dh, g = a.H / a.n_kv;
-      for (int l = 0; l < c->L; l++) {
-        const std::string pre = "blocks." + std::to_string(l) + ".";
-        const Tensor& q = acts.at(pre + qn);  // [T, H, dh]
-        const Tensor& k = acts.at(pre + kn);  // [T, n_kv, dh]
-        std::vector<float> S(size_t(H) * T * T);
-        for (int h = 0; h < H; h++)
-          for (int i = 0; i < T; i++) {
-            const float* qi = q.data() + (int64_t(i) * H + h) * dh;
-            for (int j = 0; j < T; j++) {
-              const float* kj = k.data() + (int64_t(j) * a.n_kv + h / g) * dh;
-              double s = 0;
-              for (int e = 0; e < dh; e++) s += double(qi[e]) * double(kj[e]);
-              S[(size_t(h) * T + i) * T + j] = float(s * a.attn_scale);
+    // The engine's pattern, and S = scale·(R_i q_i)·(R_j k_j) unmasked and before any soft-cap: the visible
+    // cells are the forward's own hook_attn_scores (without a soft-cap), the masked ones computed here
+    // from the rotated q and k the forward used (hook_rot_q/k; hook_q/k for learned positions), in double.
+    // Query head h reads key head h / (H / n_kv).
+    const Arch& a = lm_.arch;
+    c->L = a.n_layer, c->H = a.H, c->dh = a.dh, c->scale = a.attn_scale;
+    const std::string qn = a.rotary() ? "attn.hook_rot_q" : "attn.hook_q",
+                      kn = a.rotary() ? "attn.hook_rot_k" : "attn.hook_k";
+    auto keep = [&](const std::string& n) {
+      return n.ends_with("." + qn) || n.ends_with("." + kn) || n.ends_with(".attn.hook_pattern") ||
+             n.ends_with(".attn.hook_attn_scores");
+    };
+    const auto acts = run_with_cache(lm_, ids, keep, true);
+    const int T = c->T, H = a.H, dh = a.dh, g = a.H / a.n_kv;
+    for (int l = 0; l < c->L; l++) {
+      const std::string pre = "blocks." + std::to_string(l) + ".";
+      const Tensor& q = acts.at(pre + qn);                                  // [T, H, dh]
+      const Tensor& k = acts.at(pre + kn);                                  // [T, n_kv, dh]
+      const float* hooked = acts.at(pre + "attn.hook_attn_scores").data();  // [H, T, T], masked: -inf
+      std::vector<float> S(size_t(H) * T * T);
+      for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+          const float* qi = q.data() + (int64_t(i) * H + h) * dh;
+          for (int j = 0; j < T; j++) {
+            const size_t at = (size_t(h) * T + i) * T + j;
+            if (a.attn_softcap == 0 && an::visible(a, l, i, j)) {
+              S[at] = hooked[at];
+              continue;
             }
+            const float* kj = k.data() + (int64_t(j) * a.n_kv + h / g) * dh;
+            double s = 0;
+            for (int e = 0; e < dh; e++) s += double(qi[e]) * double(kj[e]);
+            S[at] = float(s * a.attn_scale);
           }
-        c->S.push_back(std::move(S));
-        const Tensor& A = acts.at(pre + "attn.hook_pattern");
-        c->A.emplace_back(A.data(), A.data() + A.numel());
-      }
+        }
+      c->S.push_back(std::move(S));
+      const Tensor& A = acts.at(pre + "attn.hook_pattern");
+      c->A.emplace_back(A.data(), A.data() + A.numel());
     }
   }
   if (c->bytes() <= opt_.cache_bytes) {
@@ -342,7 +328,7 @@ json Service::attention(const json& req) {
   const bool want_swap = get_bool(req, "swap_check", false);
   const auto c = compute(ids);
   const int T = c->T, H = c->H;
-  const double unscale = gpt2_ ? std::sqrt(double(c->dh)) : 1.0 / c->scale;  // the model's scale undone
+  const double unscale = 1.0 / c->scale;  // the model's scale undone
   json out = {{"ids", ids},
               {"tokens", labels(ids)},
               {"T", T},
@@ -499,8 +485,8 @@ json Service::heads(const json& req) {
   }
   std::vector<int> text;
   if (with_text) text = request_ids(req);
-  const GPT2Config& c = gpt2("the heads panel").config;
-  const int n = std::min(50, c.n_positions / 2);
+  const Arch& c = lm_.arch;
+  const int n = std::min(50, c.n_ctx / 2);
   if (n < 1) bad("the model's context is too short for a repeated sequence");
   const int batch = 4, bos = -1;
   const uint64_t seed = 0;
@@ -512,7 +498,7 @@ json Service::heads(const json& req) {
       std::counting_semaphore<1024>& s;
       ~Release() { s.release(); }
     } release{forwards_};
-    scan = an::scan_heads(*gpt2_, seqs, n, bos, text);
+    scan = an::scan_heads(lm_, seqs, n, bos, text);
   }
   json heads = json::array();
   for (const auto& h : scan.heads) {
@@ -529,10 +515,14 @@ json Service::heads(const json& req) {
                 {"text_induction", h.text_induction}});
     heads.push_back(std::move(j));
   }
-  json out = {{"seq_len", n},           {"batch", batch},
-              {"seed", seed},           {"n_layer", c.n_layer},
-              {"n_head", c.n_head},     {"repeated_ids", seqs[0]},
-              {"has_text", scan.has_text}, {"heads", std::move(heads)}};
+  json out = {{"seq_len", n},
+              {"batch", batch},
+              {"seed", seed},
+              {"n_layer", c.n_layer},
+              {"n_head", c.H},
+              {"repeated_ids", seqs[0]},
+              {"has_text", scan.has_text},
+              {"heads", std::move(heads)}};
   if (!with_text) {
     std::lock_guard<std::mutex> lk(heads_mu_);
     heads_cache_ = out;
@@ -541,14 +531,13 @@ json Service::heads(const json& req) {
 }
 
 json Service::circuits() {
-  gpt2("the circuits panel");
   std::lock_guard<std::mutex> lk(circuits_mu_);  // computed once; later requests read the cached result
   if (circuits_cache_) return *circuits_cache_;
   an::CircuitsOptions o;
   // OV copying needs W_Uᵀ W_E over the whole vocabulary: minutes for GPT-2's 50257 tokens on a small
   // machine, so the page leaves it out there (`qkv circuits` computes it).
-  o.copying = gpt2_->config.vocab_size <= 4096;
-  const an::CircuitsResult r = an::circuits(*gpt2_, o);
+  o.copying = lm_.arch.vocab_size <= 4096;
+  const an::CircuitsResult r = an::circuits(lm_, o);
   json heads = json::array(), comps = json::array();
   for (const auto& h : r.heads)
     heads.push_back({{"layer", h.layer},
@@ -560,8 +549,9 @@ json Service::circuits() {
   for (const auto& c : r.compositions)
     comps.push_back({{"l1", c.l1}, {"h1", c.h1}, {"l2", c.l2}, {"h2", c.h2}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
   const auto& b = r.baseline;
-  circuits_cache_ = json{{"n_layer", gpt2_->config.n_layer},
-                         {"n_head", gpt2_->config.n_head},
+  circuits_cache_ = json{{"n_layer", lm_.arch.n_layer},
+                         {"n_head", lm_.arch.H},
+                         {"n_kv_head", lm_.arch.n_kv},
                          {"fold_ln", o.fold_ln},
                          {"copying", o.copying},
                          {"heads", std::move(heads)},

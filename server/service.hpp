@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 #include "qkv/tokenizer.hpp"
 
 namespace qkv::server {
@@ -54,11 +53,10 @@ struct Computed {
 
 class Service {
  public:
-  // A GPT-2 checkpoint: every panel (heads and circuits read GPT-2's own class).
-  Service(std::string model_path, GPT2 model, std::optional<Tokenizer> tokenizer, ServiceOptions options = {});
-  // Any family load_lm reads: attention (S from the rotated q and k on rotary models), the rotary
-  // offset chart, patching; the GPT-2-only panels answer 400 saying so.
-  Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer, ServiceOptions options = {});
+  // Any family load_lm reads: every panel (attention with S from the rotated q and k on rotary models,
+  // the rotary offset chart on rotary models only).
+  Service(std::string model_path, Model model, std::optional<Tokenizer> tokenizer,
+          ServiceOptions options = {});
 
   json info() const;                           // GET  /api/info
   json tokenize(const json& req) const;        // POST /api/tokenize
@@ -77,7 +75,6 @@ class Service {
   json path_patch(const json& req);            // POST /api/path-patch  (serve_lab.cpp)
 
   const Arch& arch() const { return lm_.arch; }
-  bool is_gpt2() const { return gpt2_.has_value(); }
   const std::string& model_path() const { return path_; }
 
   // The ids a request asks for: "ids" (array of token ids) or "text" (through the model's tokenizer).
@@ -87,7 +84,6 @@ class Service {
   std::shared_ptr<const Computed> compute(const std::vector<int>& ids);
 
  private:
-  const GPT2& gpt2(const char* panel) const;  // the GPT-2 model, or a 400 saying the panel is GPT-2 only
   std::vector<int> ids_from(const json& req, const char* text_key, const char* ids_key) const;
   struct PatchJob;
   PatchJob patch_job(const json& req, bool site) const;
@@ -95,7 +91,6 @@ class Service {
   // positions, against Sᵀ of the given S [T, T] (scaled as the model scales it).
   json swap_check(const std::vector<int>& ids, int layer, int head, const float* S, int T) const;
   std::string path_;
-  std::optional<GPT2> gpt2_;  // declared before lm_: for GPT-2, lm_ is a view of its floats
   Model lm_;
   std::optional<Tokenizer> tok_;
   ServiceOptions opt_;

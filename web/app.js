@@ -601,7 +601,8 @@ function scoreSpecs(cell) {
   let m = 0;
   for (const row of f.scores) for (const v of row) m = Math.max(m, Math.abs(v));
   const rot = M.focus.rotary, qk = rot ? '(R_i q_i)·(R_j k_j)' : 'qkᵀ';
-  const name = M.focus.model_type === 'gpt2' || !M.focus.model_type ? (M.focus.scale ? 'S = qkᵀ/√d_k' : 'S = qkᵀ (no √d_k)')
+  const sqrtDk = Math.abs(M.focus.attn_scale * Math.sqrt(M.focus.head_dim) - 1) < 1e-9;  // the seeds' 1/√d_k
+  const name = !rot && sqrtDk ? (M.focus.scale ? 'S = qkᵀ/√d_k' : 'S = qkᵀ (no √d_k)')
     : M.focus.scale ? `S = ${f6(M.focus.attn_scale)}·${qk}` : `S = ${qk} (no scale)`;
   const base = { rows: T, cols: T, rowLabels: tok, colLabels: tok, scale: 'div', m, cell, showValues: true, fmt: (v) => v.toFixed(1) };
   return [
@@ -1225,27 +1226,25 @@ async function main() {
     const info = await api('/api/info');
     M.info = info;
     const c = info.config;
-    const fam = info.model_type && info.model_type !== 'gpt2';
-    $('model-info').textContent = `model ${info.path} · ${info.model_type || 'gpt2'} · ${c.n_layer} layers × ${c.n_head} heads` +
+    $('model-info').textContent = `model ${info.path} · ${info.model_type} · ${c.n_layer} layers × ${c.n_head} heads` +
       (c.n_kv_head && c.n_kv_head < c.n_head ? ` (${c.n_kv_head} key/value heads)` : '') +
       ` (d ${c.n_embd}, head dim ${c.head_dim}) · ${c.rotary ? `rotary positions (${c.rotary_dim} of ${c.head_dim} dims, θ ${c.rope_theta})` : 'learned positions'} · context ${c.n_positions} tokens · ${info.tokenizer ? info.tokenizer + '-token tokenizer' : 'no tokenizer: send ids'}`;
-    if (fam) {
-      const notes = [`A ${info.model_type} model: every pattern below is the engine's own (hook_pattern)`];
-      if (c.rotary) notes.push('S is computed from the ROTATED q and k, scale·(R_i q_i)·(R_j k_j) — the pairs the softmax reads — so S and Sᵀ below are rotated scores');
-      if (c.n_kv_head < c.n_head) notes.push(`grouped-query attention: query head h reads key/value head ⌊h / ${c.n_head / c.n_kv_head}⌋`);
-      if (c.window && c.window.some((w) => w > 0)) notes.push(`sliding window per layer: ${c.window.join(', ')} (0 = global)`);
-      if (c.attn_softcap > 0) notes.push(`scores soft-capped at ${c.attn_softcap} before the softmax; S is shown before the cap`);
-      notes.push(`the score's scale is ${f6(c.attn_scale)}${Math.abs(c.attn_scale * Math.sqrt(c.head_dim) - 1) < 1e-9 ? ' = 1/√d_k' : ''}; “divide by √d_k” off removes it`);
+    // What differs from the seeds' picture (learned positions, one K/V head per query head, every earlier
+    // token visible, S = qkᵀ/√d_k) is said above the panels; a model like GPT-2 needs no note.
+    const sqrtDk = Math.abs(c.attn_scale * Math.sqrt(c.head_dim) - 1) < 1e-9;
+    const notes = [];
+    if (c.rotary) notes.push('S is computed from the ROTATED q and k, scale·(R_i q_i)·(R_j k_j) — the pairs the softmax reads — so S and Sᵀ below are rotated scores');
+    if (c.n_kv_head < c.n_head) notes.push(`grouped-query attention: query head h reads key/value head ⌊h / ${c.n_head / c.n_kv_head}⌋`);
+    if (c.window && c.window.some((w) => w > 0)) notes.push(`sliding window per layer: ${c.window.join(', ')} (0 = global)`);
+    if (c.attn_softcap > 0) notes.push(`scores soft-capped at ${c.attn_softcap} before the softmax; S is shown before the cap`);
+    if (notes.length || !sqrtDk) {
+      notes.unshift(`A ${info.model_type} model: every pattern below is the engine's own (hook_pattern)`);
+      notes.push(`the score's scale is ${f6(c.attn_scale)}${sqrtDk ? ' = 1/√d_k' : ''}; “divide by √d_k” off removes it`);
       $('model-family-note').textContent = notes.join('; ') + '.';
       $('model-family-note').hidden = false;
     }
-    if (!info.features || !info.features.heads) {
-      $('heads-off').textContent = `GPT-2 only for now: the head detector and composition scores read GPT-2's own class; this is a ${info.model_type} model. The attention, rotary and patching panels take every family.`;
-      $('heads-off').hidden = false;
-      document.querySelectorAll('#heads .controls, #heads .figure-row, #heads .export').forEach((e) => { e.hidden = true; });
-    }
     if (!info.features || !info.features.rope) {
-      $('rope-off').textContent = `This ${info.model_type || 'gpt2'} model has learned positions: the position is added to the residual stream before W_Q and W_K, so nothing rotates q or k and a fixed q/k pair scores the same at every offset. The chart needs a rotary model (Llama, Mistral, Qwen2, Gemma, GPT-NeoX, Phi-3).`;
+      $('rope-off').textContent = `This ${info.model_type} model has learned positions: the position is added to the residual stream before W_Q and W_K, so nothing rotates q or k and a fixed q/k pair scores the same at every offset. The chart needs a rotary model (Llama, Mistral, Qwen2, Gemma, GPT-NeoX, Phi-3).`;
       $('rope-off').hidden = false; $('rope-body').hidden = true;
     } else { ropeSelects(); }
   } catch (e) { $('model-info').textContent = 'cannot reach the server: ' + e.message; }

@@ -20,13 +20,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 #include "fuzz_util.hpp"
 #include "http.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/tokenizer.hpp"
 #include "service.hpp"
 
@@ -85,16 +86,15 @@ class MemoryServer final : public httplib::Server {
   }
 };
 
-const GPT2& tiny_model() {
-  static const GPT2 m = [] {
-    GPT2Config c;
-    c.vocab_size = 256;  // the byte-level tokenizer's
-    c.n_positions = 16;
-    c.n_embd = 8;
-    c.n_layer = 2;
-    c.n_head = 2;
-    GPT2 g(c);
-    init_gpt2(g, 1);
+const Model& tiny_model() {
+  static const Model m = [] {
+    nlohmann::json c = default_config("gpt2", "tiny");
+    c["vocab_size"] = 256;  // the byte-level tokenizer's
+    c["n_positions"] = 16, c["n_ctx"] = 16, c["n_embd"] = 8, c["n_layer"] = 2, c["n_head"] = 2;
+    const std::string dir = fuzz::scratch_dir() + "/tiny_model";
+    write_random_checkpoint(dir, c, WeightType::F32, 1, 1);
+    Model g = load_lm(dir);
+    std::filesystem::remove_all(dir);  // the mapping stays valid after its files are unlinked (POSIX)
     return g;
   }();
   return m;

@@ -1,7 +1,7 @@
 """qkv from Python: the C++ engine's forward, activations as NumPy arrays, hooks, and the experiments.
 
     import qkv
-    model = qkv.load()                      # the bundled model (or a path: HF dir, .safetensors, llm.c .bin)
+    model = qkv.load()                      # the bundled model (or a path: HF dir, .safetensors, llm.c .bin, .gguf)
     tokens = model.tokenize("When Mary and John went to the store")
     logits, cache = model.run_with_cache(tokens)
     cache["blocks.1.attn.hook_pattern"]     # float32 [H, T, T]; shows as a heatmap in Jupyter
@@ -292,9 +292,10 @@ def _opt_ids(model, tokens):
 def load(path=None):
     """Loads a checkpoint and returns a `Model`.
 
-    path: a Hugging Face directory (config.json + model.safetensors, or sharded), a .safetensors file
-    written by qkv, or an llm.c .bin; None: $QKV_MODEL, else the bundled models/induction. The
-    tokenizer beside it (vocab.json + merges.txt) is loaded too. Same formats and errors as the CLI's
+    path: a checkpoint of any family: a Hugging Face directory (config.json + model.safetensors, or
+    sharded), a .safetensors file written by qkv, an llm.c .bin or a .gguf; None: $QKV_MODEL, else the
+    bundled models/induction. The tokenizer beside it (vocab.json + merges.txt, tokenizer.json, or a
+    GGUF's own) is loaded too. Same formats and errors as the CLI's
     --model (qkv.Error naming the file and tensor)."""
     return Model(path)
 
@@ -306,11 +307,12 @@ def _model(m):
     return m._m
 
 
-# ---- the experiments (GPT-2 models): dicts shaped like the CLI's --json -----------------------------------
+# ---- the experiments (every family): dicts shaped like the CLI's --json ----------------------------------
 
 def project(model, layer=0, tokens=None):
-    """`qkv project --layer L --json`: q, k, v recomputed from ln_1(x) with c_attn sliced by hand, against
-    the forward; the raw-row and dropped-bias traps. tokens: text or ids (default: the CLI's sentence)."""
+    """`qkv project --layer L --json`: q, k, v recomputed from the block's norm of x with the model's own
+    Q/K/V maps (GPT-2's c_attn sliced into thirds by hand), against the forward; the raw-row and
+    dropped-bias traps. tokens: text or ids (default: the CLI's sentence)."""
     return _qkv.project(_model(model), int(layer), _opt_ids(model, tokens))
 
 

@@ -49,6 +49,46 @@ std::pair<double, double> norm_stats(const Arch& a, const float* x) {
   return {1.0 / std::sqrt(v / d + a.norm_eps), mu};
 }
 
+// The final norm as the lens applies it: gain γ, bias β (used with LayerNorm), whether it centres.
+struct FinalNorm {
+  const std::vector<double>&g, &beta;
+  bool centre;
+};
+
+// One row of the logit lens: the final norm (its own scale) and the unembedding applied to x [d].
+// wall: W_U as stored [d, V] when it is stored so (else empty: rows of [V, d] are read per chunk).
+LensRow lens_row(const Model& m, const FinalNorm& fn, const std::vector<float>& wall, int answer, int wrong,
+                 const std::string& where, int layer, const float* x) {
+  const Arch& a = m.arch;
+  const int d = a.d, V = a.vocab_size;
+  const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
+  std::vector<float> logits(static_cast<size_t>(V));
+  const auto [sc, mu] = norm_stats(a, x);
+  std::vector<double> n(static_cast<size_t>(d));
+  for (int j = 0; j < d; j++)
+    n[size_t(j)] = (x[j] - mu) * sc * fn.g[size_t(j)] + (fn.centre ? fn.beta[size_t(j)] : 0.0);
+  std::vector<float> scratch;
+  constexpr int kRows = 1024;
+  for (int v0 = 0; v0 < V; v0 += kRows) {
+    const int nr = std::min(kRows, V - v0);
+    const float* wr = W.in_out ? nullptr : W.f32(int64_t(v0) * d, int64_t(nr) * d, scratch);
+    for (int i = 0; i < nr; i++) {
+      double t = 0;
+      for (int j = 0; j < d; j++)
+        t += n[size_t(j)] * (wr ? wr[size_t(i) * d + j] : wall[size_t(j) * V + v0 + i]);
+      if (a.final_softcap > 0) t = a.final_softcap * std::tanh(t / a.final_softcap);
+      logits[size_t(v0 + i)] = float(t);
+    }
+  }
+  LensRow lr;
+  lr.where = where, lr.layer = layer;
+  lr.logit_diff = double(logits[size_t(answer)]) - double(logits[size_t(wrong)]);
+  lr.top_token = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  lr.answer_rank = 1 + int(std::count_if(logits.begin(), logits.end(),
+                                         [&](float v) { return v > logits[size_t(answer)]; }));
+  return lr;
+}
+
 // "prefix" + n (+ "H" + h): appended piecewise (GCC 12's -Wrestrict misfires on chained operator+ at -O3).
 std::string label(const char* prefix, int n, int h = -1) {
   std::string s(prefix);
@@ -176,42 +216,16 @@ AttributionResult attribute(const Model& m, const std::vector<int>& ids_in, int 
 
   // Logit lens: the final norm (its own scale) and the unembedding applied to the residual after each layer.
   const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
-  std::vector<float> wrow(static_cast<size_t>(d)), logits(static_cast<size_t>(V));
-  std::vector<float> wall;
+  std::vector<float> wall;  // W_U stored [d, V] (Conv1D): read once
   if (W.in_out) {
     wall.resize(size_t(d) * V);
     W.read(0, int64_t(d) * V, wall.data());
   }
-  auto lens = [&](const std::string& where, int layer, const float* x) {
-    const auto [sc, mu] = norm_stats(a, x);
-    std::vector<double> n(static_cast<size_t>(d));
-    for (int j = 0; j < d; j++)
-      n[size_t(j)] = (x[j] - mu) * sc * g[size_t(j)] + (centre ? beta[size_t(j)] : 0.0);
-    std::vector<float> scratch;
-    constexpr int kRows = 1024;
-    for (int v0 = 0; v0 < V; v0 += kRows) {
-      const int nr = std::min(kRows, V - v0);
-      const float* wr = W.in_out ? nullptr : W.f32(int64_t(v0) * d, int64_t(nr) * d, scratch);
-      for (int i = 0; i < nr; i++) {
-        double t = 0;
-        for (int j = 0; j < d; j++)
-          t += n[size_t(j)] * (wr ? wr[size_t(i) * d + j] : wall[size_t(j) * V + v0 + i]);
-        if (a.final_softcap > 0) t = a.final_softcap * std::tanh(t / a.final_softcap);
-        logits[size_t(v0 + i)] = float(t);
-      }
-    }
-    LensRow lr;
-    lr.where = where, lr.layer = layer;
-    lr.logit_diff = double(logits[size_t(answer)]) - double(logits[size_t(wrong)]);
-    lr.top_token = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    lr.answer_rank = 1 + int(std::count_if(logits.begin(), logits.end(),
-                                           [&](float v) { return v > logits[size_t(answer)]; }));
-    r.lens.push_back(lr);
-  };
-  lens("embed", -1, row("blocks.0.hook_resid_pre"));
+  const FinalNorm fn{g, beta, centre};
+  r.lens.push_back(lens_row(m, fn, wall, answer, wrong, "embed", -1, row("blocks.0.hook_resid_pre")));
   for (int l = 0; l < L; l++) {
     const std::string n = "blocks." + std::to_string(l) + ".hook_resid_post";
-    lens(n, l, row(n));
+    r.lens.push_back(lens_row(m, fn, wall, answer, wrong, n, l, row(n)));
   }
   return r;
 }

@@ -19,54 +19,6 @@ double sq_frobenius_of_product_core(const Matrix& G1, const Matrix& C, const Mat
   return std::max(0.0, s);
 }
 
-struct LayerFactors {  // every head of one layer, each factor stacked head after head
-  std::vector<HeadWeights> heads;
-  Matrix W_O;             // [d, d]: rows [h·dh, (h+1)·dh) are head h's W_O
-  Matrix W_Q, W_K, W_V;   // [d, d]: columns [h·dh, (h+1)·dh) are head h's
-  std::vector<Matrix> G_Q, G_K, G_V, G_O;  // W_QᵀW_Q, W_KᵀW_K, W_VᵀW_V, W_O W_Oᵀ per head [dh, dh]
-};
-
-LayerFactors layer_factors(const GPT2& m, int l, bool fold) {
-  const int d = m.config.n_embd, H = m.config.n_head, dh = m.config.head_dim();
-  LayerFactors f;
-  f.W_O = Matrix(d, d), f.W_Q = Matrix(d, d), f.W_K = Matrix(d, d), f.W_V = Matrix(d, d);
-  for (int h = 0; h < H; h++) {
-    f.heads.push_back(head_weights(m, l, h, fold));
-    const HeadWeights& w = f.heads.back();
-    for (int i = 0; i < d; i++)
-      for (int e = 0; e < dh; e++) {
-        f.W_Q(i, h * dh + e) = w.W_Q(i, e), f.W_K(i, h * dh + e) = w.W_K(i, e), f.W_V(i, h * dh + e) = w.W_V(i, e);
-        f.W_O(h * dh + e, i) = w.W_O(e, i);
-      }
-    f.G_Q.push_back(gram(w.W_Q)), f.G_K.push_back(gram(w.W_K)), f.G_V.push_back(gram(w.W_V));
-    f.G_O.push_back(matmul(w.W_O, w.W_O, false, true));
-  }
-  return f;
-}
-
-// Row block h of the result = G[h] · (row block h of P): blockdiag(G)·P without forming blockdiag(G).
-Matrix left_blocks(const std::vector<Matrix>& G, const Matrix& P) {
-  Matrix out(P.rows, P.cols);
-  const int dh = G[0].rows;
-  for (size_t h = 0; h < G.size(); h++) {
-    const Matrix b = matmul(G[h], block(P, int(h) * dh, 0, dh, P.cols));
-    std::copy(b.a.begin(), b.a.end(), out.a.begin() + int64_t(h) * dh * P.cols);
-  }
-  return out;
-}
-
-// Column block h of the result = (column block h of P) · G[h]: P·blockdiag(G).
-Matrix right_blocks(const Matrix& P, const std::vector<Matrix>& G) {
-  Matrix out(P.rows, P.cols);
-  const int dh = G[0].rows;
-  for (size_t h = 0; h < G.size(); h++) {
-    const Matrix b = matmul(block(P, 0, int(h) * dh, P.rows, dh), G[h]);
-    for (int i = 0; i < P.rows; i++)
-      for (int e = 0; e < dh; e++) out(i, int(h) * dh + e) = b(i, e);
-  }
-  return out;
-}
-
 double mean_std(const std::vector<double>& v, double* sd) {
   double m = 0, s = 0;
   for (double x : v) m += x;
@@ -115,86 +67,6 @@ CompositionBaseline composition_baseline(int d, int dh, int samples, uint64_t se
   return b;
 }
 
-CircuitsResult circuits(const GPT2& m, const CircuitsOptions& opt) {
-  const int L = m.config.n_layer, H = m.config.n_head, d = m.config.n_embd, dh = m.config.head_dim();
-  const int V = m.config.vocab_size;
-  CircuitsResult r;
-  r.options = opt;
-  std::vector<LayerFactors> layers;
-  for (int l = 0; l < L; l++) layers.push_back(layer_factors(m, l, opt.fold_ln));
-
-  // W_U W_E = diag(ln_f.w) · wteᵀ wte [d, d] (W_U = wteᵀ, tied): the one product over the vocabulary.
-  Matrix UE;
-  if (opt.copying) {
-    Matrix wte(V, d);
-    for (size_t i = 0; i < wte.a.size(); i++) wte.a[i] = m.params[size_t(m.wte) + i];
-    UE = matmul(wte, wte, true, false);
-    if (opt.fold_ln)
-      for (int i = 0; i < d; i++)
-        for (int j = 0; j < d; j++) UE(i, j) *= m.params[size_t(m.lnf_w) + size_t(i)];
-  }
-
-  for (int l = 0; l < L; l++) {
-    const LayerFactors& f = layers[size_t(l)];
-    const Matrix UEV = opt.copying ? matmul(UE, f.W_V) : Matrix();  // [d, d]: column block h = W_U W_E W_V^h
-    for (int h = 0; h < H; h++) {
-      const HeadWeights& w = f.heads[size_t(h)];
-      HeadCircuit c;
-      c.layer = l, c.head = h;
-      const BilinearNorms qk = bilinear_norms(w.W_Q, w.W_K);
-      c.qk_norm = qk.norm, c.qk_antisym_share = qk.antisym_share;
-      c.ov_norm = std::sqrt(std::max(0.0, trace_of_product(f.G_V[size_t(h)], f.G_O[size_t(h)])));
-      if (opt.copying) {
-        const Matrix core = matmul(w.W_O, block(UEV, 0, h * dh, d, dh));  // W_O W_U W_E W_V [dh, dh]
-        double sum = 0, sum_abs = 0;
-        for (const auto& lam : eigenvalues(core)) sum += lam.real(), sum_abs += std::abs(lam);
-        c.copying = sum_abs > 0 ? sum / sum_abs : 0.0;
-      }
-      r.heads.push_back(c);
-    }
-  }
-
-  // Compositions. For a layer pair, P = W_O(l1)·W_X(l2) holds every head pair's C = W_O^h1 W_X^h2 as its
-  // (h1, h2) block, and ‖OV1 · right‖² = tr(Cᵀ G1 C G2) = Σ over that block of (G1 C) ⊙ (C G2): two
-  // block-diagonal products per layer pair give all of them.
-  std::vector<std::vector<double>> ov(static_cast<size_t>(L)), qk(static_cast<size_t>(L));  // per-head circuit norms
-  for (int l = 0; l < L; l++)
-    for (int h = 0; h < H; h++) {
-      ov[size_t(l)].push_back(r.heads[size_t(l) * H + h].ov_norm);
-      qk[size_t(l)].push_back(r.heads[size_t(l) * H + h].qk_norm);
-    }
-  auto block_scores = [&](const Matrix& P, const std::vector<Matrix>& G1, const std::vector<Matrix>& G2) {
-    const Matrix Lb = left_blocks(G1, P), Rb = right_blocks(P, G2);
-    std::vector<double> sq(size_t(H) * H, 0.0);  // [h1, h2]
-    for (int i = 0; i < d; i++)
-      for (int j = 0; j < d; j++) sq[size_t(i / dh) * H + size_t(j / dh)] += Lb(i, j) * Rb(i, j);
-    return sq;
-  };
-  auto ratio = [](double sq, double den) { return den > 0 ? std::sqrt(std::max(0.0, sq)) / den : 0.0; };
-  for (int l1 = 0; l1 < L; l1++)
-    for (int l2 = l1 + 1; l2 < L; l2++) {
-      const LayerFactors &a = layers[size_t(l1)], &b = layers[size_t(l2)];
-      const auto q = block_scores(matmul(a.W_O, b.W_Q), a.G_V, b.G_K);  // OV1 · W_Q2 W_K2ᵀ
-      const auto k = block_scores(matmul(a.W_O, b.W_K), a.G_V, b.G_Q);  // OV1 · W_K2 W_Q2ᵀ
-      const auto v = block_scores(matmul(a.W_O, b.W_V), a.G_V, b.G_O);  // OV1 · W_V2 W_O2
-      for (int h1 = 0; h1 < H; h1++)
-        for (int h2 = 0; h2 < H; h2++) {
-          const size_t i = size_t(h1) * H + h2;
-          const double o1 = ov[size_t(l1)][size_t(h1)];
-          r.compositions.push_back({l1, h1, l2, h2, ratio(q[i], o1 * qk[size_t(l2)][size_t(h2)]),
-                                    ratio(k[i], o1 * qk[size_t(l2)][size_t(h2)]),
-                                    ratio(v[i], o1 * ov[size_t(l2)][size_t(h2)])});
-        }
-    }
-
-  r.baseline = composition_baseline(d, dh, opt.baseline_samples, opt.seed);
-  return r;
-}
-
-}  // namespace qkv::analysis
-
-namespace qkv::analysis {
-
 CircuitsResult circuits(const Model& m, const CircuitsOptions& opt) {
   const Arch& a = m.arch;
   const int L = a.n_layer, H = a.H, d = a.d, dh = a.dh, G = a.H / a.n_kv, V = a.vocab_size;
@@ -217,7 +89,8 @@ CircuitsResult circuits(const Model& m, const CircuitsOptions& opt) {
       layers[size_t(l)].push_back(std::move(f));
     }
 
-  // W_U W_E [d, d] = lm_headᵀ · embed (tied: embedᵀ · embed), the final norm's multiplier folded into its rows.
+  // W_U W_E [d, d] = lm_headᵀ · embed (tied: embedᵀ · embed), the final norm's multiplier folded into its
+  // rows.
   Matrix UE;
   if (opt.copying) {
     // Σ over the vocabulary in chunks of rows (a [V, d] double copy of a large vocabulary would be GBs).

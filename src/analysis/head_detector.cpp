@@ -57,7 +57,7 @@ double detector_score(const float* A, const std::vector<double>& target, int T) 
 
 namespace {
 
-// The scan over any forward: patterns(seq) returns every layer's pattern [H, T, T] for that sequence.
+// The scan: patterns(seq) returns every layer's pattern [H, T, T] for that sequence.
 template <class Patterns>
 HeadScan scan_with(int L, int H, const std::vector<std::vector<int>>& repeated, int n, int bos,
                    const std::vector<int>& text, Patterns patterns) {
@@ -110,18 +110,6 @@ HeadScan scan_with(int L, int H, const std::vector<std::vector<int>>& repeated, 
 }
 
 }  // namespace
-
-HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
-                    const std::vector<int>& text) {
-  Activations acts;
-  const int L = model.config.n_layer;
-  return scan_with(L, model.config.n_head, repeated, n, bos, text, [&](const std::vector<int>& seq) {
-    forward(model, seq, acts);
-    std::vector<const float*> P;
-    for (int l = 0; l < L; l++) P.push_back(acts.attn[size_t(l)].A.data());
-    return P;
-  });
-}
 
 HeadScan scan_heads(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                     const std::vector<int>& text) {

@@ -402,32 +402,4 @@ PathResult path_patch(const Model& m, const std::vector<int>& clean, const std::
   return r;
 }
 
-Model model_view(const GPT2& g) {
-  nlohmann::json cj = {{"model_type", "gpt2"},
-                       {"vocab_size", g.config.vocab_size},
-                       {"n_positions", g.config.n_positions},
-                       {"n_embd", g.config.n_embd},
-                       {"n_layer", g.config.n_layer},
-                       {"n_head", g.config.n_head},
-                       {"layer_norm_epsilon", g.config.layer_norm_epsilon},
-                       {"qkv_attn_only", g.config.attn_only}};
-  if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
-  Model m;
-  m.arch = arch_from_config(cj, "GPT2 in memory");
-  m.source = g.source;
-  m.table = tensor_table(m.arch);
-  m.blocks.resize(size_t(m.arch.n_layer));
-  for (size_t i = 0; i < m.table.size(); i++) {
-    const TensorSpec& s = m.table[i];
-    Weight* w = &role_slot(m, m.blocks, s.role, s.layer);
-    w->name = s.name;
-    w->shape = s.shape;
-    w->type = WeightType::F32;
-    w->data = g.param(s.name);
-    w->in_out = s.shape.size() == 2 && !is_embedding(s.role);
-    m.index[s.name] = i;
-  }
-  return m;
-}
-
 }  // namespace qkv::analysis

@@ -8,91 +8,16 @@
 namespace qkv::analysis {
 namespace {
 
-// ln_1 written out: (x − mean) / √(var + eps) · w + b, biased variance, in double.
-Matrix layer_norm(const Matrix& x, const float* w, const float* b, double eps) {
-  Matrix y(x.rows, x.cols);
-  for (int t = 0; t < x.rows; t++) {
-    double mean = 0, var = 0;
-    for (int i = 0; i < x.cols; i++) mean += x(t, i);
-    mean /= x.cols;
-    for (int i = 0; i < x.cols; i++) var += (x(t, i) - mean) * (x(t, i) - mean);
-    const double rstd = 1.0 / std::sqrt(var / x.cols + eps);
-    for (int i = 0; i < x.cols; i++) y(t, i) = (x(t, i) - mean) * rstd * w[i] + b[i];
-  }
-  return y;
+double rel(const Matrix& trap, const Matrix& truth) {
+  return frobenius_distance(trap, truth) / frobenius(truth);
 }
-
-// rows [T, d] · third `which` of c_attn ([d, d] columns [which·d, (which+1)·d)) (+ its bias): plain loops.
-Matrix third(const Matrix& rows, const float* W_attn, const float* b_attn, int d, int which, bool bias) {
-  Matrix y(rows.rows, d);
-  for (int t = 0; t < rows.rows; t++)
-    for (int c = 0; c < d; c++) {
-      double s = bias ? double(b_attn[which * d + c]) : 0.0;
-      for (int i = 0; i < d; i++) s += rows(t, i) * double(W_attn[int64_t(i) * 3 * d + which * d + c]);
-      y(t, c) = s;
-    }
-  return y;
-}
-
-double rel(const Matrix& trap, const Matrix& truth) { return frobenius_distance(trap, truth) / frobenius(truth); }
 
 }  // namespace
-
-ProjectionResult project(const GPT2& model, const std::vector<int>& ids, int layer) {
-  check_layer(model, layer);
-  Activations acts;
-  const LayerInput in = layer_input(model, ids, layer, acts);
-  const AttentionCache<float>& c = acts.attn[size_t(layer)];
-  const AttentionParams<float> p = model.attention(layer, model.params.data());
-  ProjectionResult r;
-  r.layer = layer, r.T = in.T, r.d = model.config.n_embd, r.H = model.config.n_head, r.dh = model.config.head_dim();
-  const int T = r.T, d = r.d, H = r.H, dh = r.dh;
-  r.weight_shape = {d, 3 * d};
-  r.bias_shape = {3 * d};
-
-  const Matrix u = layer_norm(in.x, p.ln_w, p.ln_b, model.config.layer_norm_epsilon);
-  r.ln_max_abs_diff = max_abs_difference(u, in.u);
-
-  const std::vector<float>* model_heads[3] = {&c.q, &c.k, &c.v};
-  ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
-  double interleaved_num = 0, interleaved_den = 0;
-  for (int which = 0; which < 3; which++) {
-    const Matrix truth = third(u, p.W_attn, p.b_attn, d, which, true);
-    const Matrix raw = third(in.x, p.W_attn, p.b_attn, d, which, true);
-    const Matrix nobias = third(u, p.W_attn, p.b_attn, d, which, false);
-    ProjectionPart& part = *parts[which];
-    const std::vector<float>& mh = *model_heads[which];  // [H, T, dh]
-    for (int h = 0; h < H; h++)
-      for (int t = 0; t < T; t++)
-        for (int e = 0; e < dh; e++) {
-          const double model_v = mh[(size_t(h) * T + t) * dh + e];
-          const double diff = std::abs(truth(t, h * dh + e) - model_v);
-          part.max_abs_diff = std::max(part.max_abs_diff, diff);
-          part.max_abs = std::max(part.max_abs, std::abs(model_v));
-          r.heads_max_abs_diff = std::max(r.heads_max_abs_diff, diff);
-          // the wrong cut: head h, dimension e taken from column e·H + h
-          const double wrong = truth(t, e * H + h);
-          interleaved_num += (wrong - model_v) * (wrong - model_v);
-          interleaved_den += model_v * model_v;
-        }
-    part.ln_trap_rel = rel(raw, truth);
-    part.bias_trap_rel = rel(nobias, truth);
-    double bn = 0;
-    for (int col = 0; col < d; col++) bn += double(p.b_attn[which * d + col]) * p.b_attn[which * d + col];
-    part.bias_norm = std::sqrt(bn);
-  }
-  r.interleaved_cut_rel = interleaved_den > 0 ? std::sqrt(interleaved_num / interleaved_den) : 0.0;
-  return r;
-}
-
-}  // namespace qkv::analysis
-
-namespace qkv::analysis {
 
 ProjectionResult project(const Model& model, const std::vector<int>& ids, int layer) {
   check_layer(model, layer);
   const Arch& a = model.arch;
-  const FamilyLayerInput in = family_layer_input(model, ids, layer);
+  const LayerInput in = layer_input(model, ids, layer);
   const BlockWeights& bw = model.blocks[size_t(layer)];
   ProjectionResult r;
   r.layer = layer, r.T = in.T, r.d = a.d, r.H = a.H, r.dh = a.dh, r.n_kv = a.n_kv, r.family = a.model_type;

@@ -21,78 +21,10 @@ BilinearNorms bilinear_norms(const Matrix& W_Q, const Matrix& W_K) {
   return b;
 }
 
-ScoresResult score_asymmetry(const GPT2& model, const std::vector<int>& ids, int layer, int head) {
-  check_head(model, layer, head);
-  Activations acts;
-  const LayerInput in = layer_input(model, ids, layer, acts);
-  const HeadWeights w = head_weights(model, layer, head);
-  ScoresResult r;
-  r.layer = layer, r.head = head, r.T = in.T, r.d = model.config.n_embd, r.dh = model.config.head_dim();
-  const int T = r.T;
-  r.S = Matrix(T, T);
-  const std::vector<float>& S = acts.attn[size_t(layer)].S;  // [H, T, T]
-  for (int i = 0; i < T; i++)
-    for (int j = 0; j < T; j++) r.S(i, j) = S[(size_t(head) * T + i) * T + j];
-
-  const double nS = frobenius(r.S);
-  r.asym_rel = nS > 0 ? frobenius_distance(r.S, transpose(r.S)) / nS : 0.0;
-  for (int i = 0; i < T; i++)
-    for (int j = 0; j < i; j++) {
-      const double diff = std::abs(r.S(i, j) - r.S(j, i));
-      if (diff > r.max_asym) r.max_asym = diff, r.max_i = i, r.max_j = j;
-    }
-  r.S_ij = r.S(r.max_i, r.max_j);
-  r.S_ji = r.S(r.max_j, r.max_i);
-  r.M = bilinear_norms(w.W_Q, w.W_K);
-
-  // The four parts of q·k, scaled like S.
-  const Matrix qx = project_rows(in.u, w.W_Q, {}), kx = project_rows(in.u, w.W_K, {});
-  const double scale = 1.0 / std::sqrt(double(r.dh));
-  const Matrix xx = score_matrix(qx, kx);
-  std::vector<double> xb(size_t(T), 0.0), bx(size_t(T), 0.0);
-  double bb = 0;
-  for (int e = 0; e < r.dh; e++) bb += w.b_Q[size_t(e)] * w.b_K[size_t(e)] * scale;
-  for (int t = 0; t < T; t++)
-    for (int e = 0; e < r.dh; e++) {
-      xb[size_t(t)] += qx(t, e) * w.b_K[size_t(e)] * scale;
-      bx[size_t(t)] += w.b_Q[size_t(e)] * kx(t, e) * scale;
-    }
-  double n_xb = 0, n_bx = 0, n_bias = 0, n_bx_seen = 0, n_S_seen = 0;
-  for (int i = 0; i < T; i++) {
-    // The softmax ignores a row's constant: what it sees of a row is the row minus its mean over j ≤ i.
-    double row_mean = 0, S_mean = 0;
-    for (int j = 0; j <= i; j++) row_mean += bx[size_t(j)], S_mean += r.S(i, j);
-    row_mean /= (i + 1);
-    S_mean /= (i + 1);
-    for (int j = 0; j <= i; j++) n_S_seen += (r.S(i, j) - S_mean) * (r.S(i, j) - S_mean);
-    for (int j = 0; j < T; j++) {
-      const double bias_part = xb[size_t(i)] + bx[size_t(j)] + bb;
-      n_xb += xb[size_t(i)] * xb[size_t(i)];
-      n_bx += bx[size_t(j)] * bx[size_t(j)];
-      n_bias += bias_part * bias_part;
-      if (j <= i) n_bx_seen += (bx[size_t(j)] - row_mean) * (bx[size_t(j)] - row_mean);
-      r.reconstruction_max_abs = std::max(r.reconstruction_max_abs, std::abs(xx(i, j) + bias_part - r.S(i, j)));
-    }
-  }
-  if (nS > 0) {
-    r.share_xx = frobenius(xx) / nS;
-    r.share_xb = std::sqrt(n_xb) / nS;
-    r.share_bx = std::sqrt(n_bx) / nS;
-    r.share_bb = std::abs(bb) * T / nS;
-    r.bias_share = std::sqrt(n_bias) / nS;
-  }
-  if (n_S_seen > 0) r.bias_share_softmax = std::sqrt(n_bx_seen / n_S_seen);
-  return r;
-}
-
-}  // namespace qkv::analysis
-
-namespace qkv::analysis {
-
 ScoresResult score_asymmetry(const Model& model, const std::vector<int>& ids, int layer, int head) {
   check_head(model, layer, head);
   const Arch& a = model.arch;
-  const FamilyLayerInput in = family_layer_input(model, ids, layer);
+  const LayerInput in = layer_input(model, ids, layer);
   const HeadWeights w = head_weights(model, layer, head);
   ScoresResult r;
   r.layer = layer, r.head = head, r.T = in.T, r.d = a.d, r.dh = a.dh, r.family = a.model_type, r.rotated = a.rotary();

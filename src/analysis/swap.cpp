@@ -7,56 +7,10 @@
 
 namespace qkv::analysis {
 
-SwapResult swap_query_key(const GPT2& model, const std::vector<int>& ids, int layer, int head) {
-  check_head(model, layer, head);
-  Activations acts;
-  const LayerInput in = layer_input(model, ids, layer, acts);
-  const HeadWeights w = head_weights(model, layer, head);
-  SwapResult r;
-  r.layer = layer, r.head = head, r.T = in.T;
-  const int T = in.T;
-
-  const Matrix q = project_rows(in.u, w.W_Q, w.b_Q), k = project_rows(in.u, w.W_K, w.b_K);
-  r.S = score_matrix(q, k);
-  r.S_full = score_matrix(/*q'=*/k, /*k'=*/q);
-  r.S_matrices = score_matrix(project_rows(in.u, w.W_K, w.b_Q), project_rows(in.u, w.W_Q, w.b_K));
-
-  const std::vector<float>& S_model = acts.attn[size_t(layer)].S;
-  for (int i = 0; i < T; i++)
-    for (int j = 0; j < T; j++)
-      r.S_vs_model_max_abs =
-          std::max(r.S_vs_model_max_abs, std::abs(r.S(i, j) - double(S_model[(size_t(head) * T + i) * T + j])));
-
-  const Matrix ST = transpose(r.S);
-  const double nS = frobenius(r.S);
-  r.full_vs_ST_max_abs = max_abs_difference(r.S_full, ST);
-  if (nS > 0) {
-    r.full_vs_ST_rel = frobenius_distance(r.S_full, ST) / nS;
-    r.matrices_vs_S_rel = frobenius_distance(r.S_matrices, r.S) / nS;
-    r.matrices_vs_ST_rel = frobenius_distance(r.S_matrices, ST) / nS;
-  }
-
-  const Matrix A = causal_pattern(r.S), AT = transpose(A);
-  const Matrix A_full = causal_pattern(r.S_full);
-  const double nA = frobenius(A);
-  r.pattern_full_vs_AT_rel = frobenius_distance(A_full, AT) / nA;
-  r.pattern_full_vs_A_rel = frobenius_distance(A_full, A) / nA;
-  for (int j = 0; j < T; j++) {
-    double col = 0;
-    for (int i = 0; i < T; i++) col += A(i, j);
-    r.column_sum_max_dev = std::max(r.column_sum_max_dev, std::abs(col - 1.0));
-  }
-  return r;
-}
-
-}  // namespace qkv::analysis
-
-namespace qkv::analysis {
-
 SwapResult swap_query_key(const Model& model, const std::vector<int>& ids, int layer, int head) {
   check_head(model, layer, head);
   const Arch& a = model.arch;
-  const FamilyLayerInput in = family_layer_input(model, ids, layer);
+  const LayerInput in = layer_input(model, ids, layer);
   const HeadWeights w = head_weights(model, layer, head);
   SwapResult r;
   r.layer = layer, r.head = head, r.T = in.T, r.family = a.model_type, r.rotated = a.rotary(), r.has_bias = a.qkv_bias;
@@ -87,8 +41,8 @@ SwapResult swap_query_key(const Model& model, const std::vector<int>& ids, int l
     r.matrices_vs_S_rel = frobenius_distance(r.S_matrices, r.S) / nS;
     r.matrices_vs_ST_rel = frobenius_distance(r.S_matrices, ST) / nS;
   }
-  const Matrix A = family_pattern(a, layer, r.S), AT = transpose(A);
-  const Matrix A_full = family_pattern(a, layer, r.S_full);
+  const Matrix A = attention_pattern(a, layer, r.S), AT = transpose(A);
+  const Matrix A_full = attention_pattern(a, layer, r.S_full);
   const double nA = frobenius(A);
   r.pattern_full_vs_AT_rel = frobenius_distance(A_full, AT) / nA;
   r.pattern_full_vs_A_rel = frobenius_distance(A_full, A) / nA;

@@ -11,23 +11,23 @@ using nlohmann::json;
 
 const char* const kExperimentText = "When Mary and John went to the store, John gave a drink to Mary.";
 
-std::vector<int> experiment_ids(const GPT2Config& c, const Tokenizer* tok, const std::vector<int>& given) {
+std::vector<int> experiment_ids(const Arch& c, const Tokenizer* tok, const std::vector<int>& given) {
   if (!given.empty()) return given;
   if (tok) return tok->encode(kExperimentText);
-  const int n = std::min(16, c.n_positions);
+  const int n = std::min(16, c.n_ctx);
   const std::vector<int> seq = an::repeated_random_tokens(c.vocab_size, n, 1, 0)[0];
   return std::vector<int>(seq.begin(), seq.begin() + n);
 }
 
-int repeated_length(const GPT2Config& c, int requested, int bos, int min_n) {
+int repeated_length(const Arch& c, int requested, int bos, int min_n) {
   const int start = bos >= 0 ? 1 : 0;
-  const int max_n = (c.n_positions - start) / 2;
-  if (max_n < min_n) usage_error("--seq-len: the model has only " + std::to_string(c.n_positions) + " positions");
+  const int max_n = (c.n_ctx - start) / 2;
+  if (max_n < min_n) usage_error("--seq-len: the model has only " + std::to_string(c.n_ctx) + " positions");
   const int n = requested != 0 ? requested : std::min(50, max_n);
   if (n < min_n || n > max_n)
     usage_error("--seq-len: " + std::to_string(n) + " is outside [" + std::to_string(min_n) + ", " +
                 std::to_string(max_n) + "] (the repeated sequence must fit the model's " +
-                std::to_string(c.n_positions) + " positions)");
+                std::to_string(c.n_ctx) + " positions)");
   if (bos >= c.vocab_size)
     usage_error("--bos: " + std::to_string(bos) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
   return n;
@@ -42,48 +42,68 @@ json part_json(const an::ProjectionPart& p) {
 }  // namespace
 
 json project_json(const an::ProjectionResult& r) {
-  if (!r.family.empty())  // the family path: the stored tensor that holds Q, and what the maps were read from
-    return {{"family", r.family}, {"layout", r.layout}, {"norm", r.norm}, {"layer", r.layer}, {"tokens", r.T},
-            {"d", r.d}, {"heads", r.H}, {"kv_heads", r.n_kv}, {"dh", r.dh}, {"q_weight_shape", r.weight_shape},
-            {"q_bias_shape", r.has_bias ? json(r.bias_shape) : json(nullptr)}, {"has_bias", r.has_bias},
-            {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)}, {"v", part_json(r.v)},
-            {"heads_max_abs_diff", r.heads_max_abs_diff}, {"interleaved_cut_rel", r.interleaved_cut_rel}};
-  return {{"layer", r.layer}, {"tokens", r.T}, {"d", r.d}, {"heads", r.H}, {"dh", r.dh},
-          {"c_attn_weight_shape", r.weight_shape}, {"c_attn_bias_shape", r.bias_shape},
-          {"ln_max_abs_diff", r.ln_max_abs_diff}, {"q", part_json(r.q)}, {"k", part_json(r.k)},
-          {"v", part_json(r.v)}, {"heads_max_abs_diff", r.heads_max_abs_diff},
+  // q_weight_shape: the stored tensor that holds Q (GPT-2: c_attn [d, 3d]), and what the maps were read from
+  return {{"family", r.family},
+          {"layout", r.layout},
+          {"norm", r.norm},
+          {"layer", r.layer},
+          {"tokens", r.T},
+          {"d", r.d},
+          {"heads", r.H},
+          {"kv_heads", r.n_kv},
+          {"dh", r.dh},
+          {"q_weight_shape", r.weight_shape},
+          {"q_bias_shape", r.has_bias ? json(r.bias_shape) : json(nullptr)},
+          {"has_bias", r.has_bias},
+          {"ln_max_abs_diff", r.ln_max_abs_diff},
+          {"q", part_json(r.q)},
+          {"k", part_json(r.k)},
+          {"v", part_json(r.v)},
+          {"heads_max_abs_diff", r.heads_max_abs_diff},
           {"interleaved_cut_rel", r.interleaved_cut_rel}};
 }
 
 json scores_json(const an::ScoresResult& r, const std::vector<std::string>& labels) {
   std::vector<std::vector<double>> S;
   for (int i = 0; i < r.T; i++) S.emplace_back(r.S.a.begin() + i * r.T, r.S.a.begin() + (i + 1) * r.T);
-  if (!r.family.empty()) {
-    json j = scores_json([&] { an::ScoresResult g = r; g.family.clear(); return g; }(), labels);
-    j["family"] = r.family, j["rotated"] = r.rotated, j["scale"] = r.scale, j["kv_head"] = r.kv_head;
-    j["S_vs_hook_max_abs"] = r.S_vs_hook_max_abs;
-    j["S_is"] = r.rotated ? "scale·(R_i q_i)·(R_j k_j): the rotated q and k, before the mask" : "scale·q·kᵀ, before the mask";
-    return j;
-  }
-  return {{"layer", r.layer}, {"head", r.head}, {"tokens", labels}, {"S", S}, {"asym_rel", r.asym_rel},
-          {"max_asym", {{"value", r.max_asym}, {"i", r.max_i}, {"j", r.max_j}, {"S_ij", r.S_ij}, {"S_ji", r.S_ji}}},
-          {"M", {{"shape", {r.d, r.d}}, {"norm", r.M.norm}, {"antisym_share", r.M.antisym_share},
-                 {"sym_share", r.M.sym_share}}},
-          {"bias", {{"share_xx", r.share_xx}, {"share_xb", r.share_xb}, {"share_bx", r.share_bx},
-                    {"share_bb", r.share_bb}, {"bias_share", r.bias_share},
-                    {"bias_share_softmax", r.bias_share_softmax},
-                    {"reconstruction_max_abs", r.reconstruction_max_abs}}}};
+  return {{"family", r.family},
+          {"rotated", r.rotated},
+          {"scale", r.scale},
+          {"kv_head", r.kv_head},
+          {"S_vs_hook_max_abs", r.S_vs_hook_max_abs},
+          {"S_is", r.rotated ? "scale·(R_i q_i)·(R_j k_j): the rotated q and k, before the mask"
+                             : "scale·q·kᵀ, before the mask"},
+          {"layer", r.layer},
+          {"head", r.head},
+          {"tokens", labels},
+          {"S", S},
+          {"asym_rel", r.asym_rel},
+          {"max_asym",
+           {{"value", r.max_asym}, {"i", r.max_i}, {"j", r.max_j}, {"S_ij", r.S_ij}, {"S_ji", r.S_ji}}},
+          {"M",
+           {{"shape", {r.d, r.d}},
+            {"norm", r.M.norm},
+            {"antisym_share", r.M.antisym_share},
+            {"sym_share", r.M.sym_share}}},
+          {"bias",
+           {{"share_xx", r.share_xx},
+            {"share_xb", r.share_xb},
+            {"share_bx", r.share_bx},
+            {"share_bb", r.share_bb},
+            {"bias_share", r.bias_share},
+            {"bias_share_softmax", r.bias_share_softmax},
+            {"reconstruction_max_abs", r.reconstruction_max_abs}}}};
 }
 
 json swap_json(const an::SwapResult& r) {
-  if (!r.family.empty()) {
-    an::SwapResult g = r;
-    g.family.clear();
-    json j = swap_json(g);
-    j["family"] = r.family, j["rotated"] = r.rotated, j["has_bias"] = r.has_bias, j["scale"] = r.scale;
-    return j;
-  }
-  return {{"layer", r.layer}, {"head", r.head}, {"tokens", r.T}, {"S_vs_model_max_abs", r.S_vs_model_max_abs},
+  return {{"family", r.family},
+          {"rotated", r.rotated},
+          {"has_bias", r.has_bias},
+          {"scale", r.scale},
+          {"layer", r.layer},
+          {"head", r.head},
+          {"tokens", r.T},
+          {"S_vs_model_max_abs", r.S_vs_model_max_abs},
           {"full_swap", {{"vs_ST_max_abs", r.full_vs_ST_max_abs}, {"vs_ST_rel", r.full_vs_ST_rel}}},
           {"matrices_only", {{"vs_S_rel", r.matrices_vs_S_rel}, {"vs_ST_rel", r.matrices_vs_ST_rel}}},
           {"pattern", {{"full_swap_vs_AT_rel", r.pattern_full_vs_AT_rel},
@@ -115,17 +135,18 @@ json heads_json(const an::HeadScan& scan, int n, int batch, uint64_t seed, int b
 }
 
 json ablate_json(const an::AblationResult& r, uint64_t seed) {
-  if (!r.family.empty()) {
-    an::AblationResult g = r;
-    g.family.clear();
-    json j = ablate_json(g, seed);
-    j["family"] = r.family;
-    j["ov_ablation"] = "the head's slice of hook_z zeroed";
-    return j;
-  }
-  return {{"layer", r.layer}, {"head", r.head}, {"seq_len", r.n}, {"batch", r.batch}, {"seed", seed},
-          {"loss", {{"intact", r.loss_intact}, {"qk_ablated", r.loss_qk}, {"ov_ablated", r.loss_ov},
-                    {"first_half", r.loss_first_half}}},
+  return {{"family", r.family},
+          {"ov_ablation", "the head's slice of hook_z zeroed"},
+          {"layer", r.layer},
+          {"head", r.head},
+          {"seq_len", r.n},
+          {"batch", r.batch},
+          {"seed", seed},
+          {"loss",
+           {{"intact", r.loss_intact},
+            {"qk_ablated", r.loss_qk},
+            {"ov_ablated", r.loss_ov},
+            {"first_half", r.loss_first_half}}},
           {"ov_pattern_max_abs_diff", r.ov_pattern_max_abs_diff},
           {"qk_pattern_max_abs_diff", r.qk_pattern_max_abs_diff},
           {"intact_vs_model_max_abs", r.intact_vs_model_max_abs}};
@@ -139,18 +160,25 @@ json circuits_json(const an::CircuitsResult& r) {
                      {"qk_antisym_share", c.qk_antisym_share}, {"ov_norm", c.ov_norm}, {"copying", c.copying}});
   for (const auto& c : r.compositions)
     comp.push_back({{"from", {c.l1, c.h1}}, {"to", {c.l2, c.h2}}, {"q", c.q}, {"k", c.k}, {"v", c.v}});
-  json j = {{"fold_ln", r.options.fold_ln}, {"heads", heads}, {"composition", comp},
-            {"baseline", {{"samples", b.samples}, {"q_mean", b.q_mean}, {"q_std", b.q_std}, {"k_mean", b.k_mean},
-                          {"k_std", b.k_std}, {"v_mean", b.v_mean}, {"v_std", b.v_std}}}};
-  if (!r.family.empty()) {
-    j["family"] = r.family, j["kv_heads"] = r.n_kv, j["query_heads"] = r.H;
-    json g = json::array();
-    for (const auto& c : r.group_compositions)
-      g.push_back({{"from", {c.l1, c.h1}}, {"to_group", {c.l2, c.g2}}, {"k", c.k}, {"v", c.v}});
-    j["group_composition"] = g;
-    if (!r.group_compositions.empty())
-      j["baseline"]["group"] = {{"k_mean", b.kg_mean}, {"k_std", b.kg_std}, {"v_mean", b.vg_mean}, {"v_std", b.vg_std}};
-  }
+  json j = {{"fold_ln", r.options.fold_ln},
+            {"heads", heads},
+            {"composition", comp},
+            {"baseline",
+             {{"samples", b.samples},
+              {"q_mean", b.q_mean},
+              {"q_std", b.q_std},
+              {"k_mean", b.k_mean},
+              {"k_std", b.k_std},
+              {"v_mean", b.v_mean},
+              {"v_std", b.v_std}}}};
+  j["family"] = r.family, j["kv_heads"] = r.n_kv, j["query_heads"] = r.H;
+  json g = json::array();
+  for (const auto& c : r.group_compositions)
+    g.push_back({{"from", {c.l1, c.h1}}, {"to_group", {c.l2, c.g2}}, {"k", c.k}, {"v", c.v}});
+  j["group_composition"] = g;
+  if (!r.group_compositions.empty())
+    j["baseline"]["group"] = {
+        {"k_mean", b.kg_mean}, {"k_std", b.kg_std}, {"v_mean", b.vg_mean}, {"v_std", b.vg_std}};
   return j;
 }
 

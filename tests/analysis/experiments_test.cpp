@@ -1,7 +1,11 @@
 // The experiments' own checks: slow twins written differently, and tests built to fail when the
 // mechanism is wrong (the matrices-only swap is not a transpose, the raw row is not ln_1(row), ...).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <memory>
 #include <random>
 
 #include "qkv/analysis/circuits.hpp"
@@ -11,6 +15,7 @@
 #include "qkv/analysis/scores.hpp"
 #include "qkv/analysis/swap.hpp"
 #include "qkv/error.hpp"
+#include "qkv/lm.hpp"
 
 namespace qkv::analysis {
 namespace {
@@ -18,9 +23,18 @@ namespace {
 const std::string kTiny = std::string(QKV_SOURCE_DIR) + "/tests/reference/fixtures/tiny";
 const std::vector<int> kIds = {3, 57, 14, 92, 0, 57, 14, 92, 41, 100, 7, 57};
 
-const GPT2& tiny() {
-  static const GPT2 m = load_model(kTiny);
+const Model& tiny() {
+  static const Model m = load_lm(kTiny);
   return m;
+}
+
+// A writable fp32 copy of one of the model's weights, kept alive by the model.
+float* own(Model& m, Weight& w) {
+  auto buf = std::make_shared<std::vector<float>>(size_t(w.numel()));
+  w.read(0, w.numel(), buf->data());
+  w.data = buf->data(), w.type = WeightType::F32;
+  m.keep_alive.push_back(buf);
+  return buf->data();
 }
 
 Matrix random_matrix(int r, int c, std::mt19937_64& rng) {
@@ -84,14 +98,18 @@ TEST(Circuits, FactoredCompositionMatchesFullProducts) {
 TEST(Circuits, CopyingHeadScoresOne) {
   // Attention-only model whose head 0.0 has W_V W_O = I on a subspace and W_E's Gram positive: every
   // eigenvalue of W_O W_U W_E W_V is then positive, so the copying score is 1; negating W_O makes it −1.
-  GPT2Config c = tiny().config;
-  c.attn_only = true, c.n_layer = 1;
-  GPT2 m(c);
-  init_gpt2(m, 5);
-  const int d = c.n_embd, dh = c.head_dim();
-  AttentionParams<float> p = m.attention(0, m.params.data());
-  float* W_attn = const_cast<float*>(p.W_attn);
-  float* W_O = const_cast<float*>(p.W_O);
+  nlohmann::json cfg = default_config("gpt2", "tiny");
+  cfg["n_embd"] = 24, cfg["n_head"] = 3, cfg["n_layer"] = 1, cfg["vocab_size"] = 101,
+  cfg["qkv_attn_only"] = true;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("qkv_copying_" + std::to_string(::getpid()))).string();
+  write_random_checkpoint(dir, cfg, WeightType::F32, 1, 5);
+  Model m = load_lm(dir);
+  std::filesystem::remove_all(dir);  // the mapping stays valid after its files are unlinked (POSIX)
+  const int d = m.arch.d, dh = m.arch.dh;
+  ASSERT_EQ(m.arch.qkv_layout, QkvLayout::Gpt2Thirds);  // c_attn [d, 3d] and c_proj [d, d], stored [in, out]
+  float* W_attn = own(m, m.blocks[0].wqkv);
+  float* W_O = own(m, m.blocks[0].wo);
   for (int i = 0; i < d; i++)
     for (int e = 0; e < dh; e++) {
       W_attn[int64_t(i) * 3 * d + 2 * d + e] = (i == e) ? 1.f : 0.f;  // W_V^0 = [I; 0]
@@ -119,8 +137,9 @@ TEST(Project, ReproducesTheForwardAndTheTrapsAreLarge) {
 }
 
 TEST(Project, ZeroBiasesMakeTheBiasTrapVanish) {
-  GPT2 m(tiny().config);
-  init_gpt2(m, 3);  // GPT-2's initialisation: biases 0
+  Model m = load_lm(kTiny);
+  float* b = own(m, m.blocks[1].bqkv);  // GPT-2's initialisation: biases 0
+  std::fill_n(b, m.blocks[1].bqkv.numel(), 0.0f);
   const ProjectionResult r = project(m, {1, 2, 3, 4}, 1);
   EXPECT_EQ(r.q.bias_trap_rel, 0.0);
   EXPECT_EQ(r.q.bias_norm, 0.0);

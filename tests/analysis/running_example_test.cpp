@@ -120,15 +120,30 @@ TEST(Shapes, RunningExampleAndGpt2Small) {
   EXPECT_EQ(row(toy, "W_Q").all, (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(toy.params.total(), 4 * 16);
 
-  const GPT2Config small;
+  const Arch small = arch_from_config(default_config("gpt2", "small"), "GPT-2 small");
   const ShapesResult gs = attention_shapes(attention_dims(small, 1024));
   EXPECT_EQ(gs.params.weights(), 4 * 768 * 768);
   EXPECT_EQ(gs.params.biases(), 4 * 768);
-  const TensorCount t = attention_tensor_count(gpt2_param_table(small), 11);
+  const TensorCount t = attention_tensor_count(tensor_table(small), 11);
   EXPECT_EQ(t.weights, gs.params.weights());
   EXPECT_EQ(t.biases, gs.params.biases());
   EXPECT_EQ(t.names.size(), 4u);
   EXPECT_EQ(row(gs, "W_Q").head, (std::vector<int64_t>{768, 64}));
+  EXPECT_EQ(t.names[0], "h.11.attn.c_attn.weight [768, 2304]");
+}
+
+// Another family's table: separate q/k/v_proj, grouped-query K and V, Q/K/V biases without W_O's (Qwen2).
+TEST(Shapes, ModelTablesOfOtherFamilies) {
+  nlohmann::json cfg = default_config("qwen2", "tiny");
+  const Arch a = arch_from_config(cfg, "qwen2 tiny");
+  const ShapesResult s = attention_shapes(attention_dims(a, 5));
+  const TensorCount t = attention_tensor_count(tensor_table(a), 1);
+  EXPECT_EQ(t.names.size(), 7u);  // q, k, v, o weights; q, k, v biases
+  EXPECT_EQ(t.weights, s.params.weights());
+  EXPECT_EQ(t.biases, s.params.biases());
+  EXPECT_EQ(s.params.b_O, 0);
+  EXPECT_EQ(s.params.W_K, int64_t(a.d) * a.n_kv * a.dh);
+  EXPECT_LT(a.n_kv, a.H);
 }
 
 TEST(Shapes, GroupedQueryKeysAndValuesAreNarrower) {
@@ -146,7 +161,9 @@ TEST(Shapes, RejectsImpossibleDims) {
   EXPECT_THROW(attention_shapes({0, 4, 2, 2, 2, false}), Error);
   EXPECT_THROW(attention_shapes({5, 4, 3, 2, 2, false}), Error);  // n_kv does not divide H
   EXPECT_THROW(attention_shapes({5, 4, 2, 4, 2, false}), Error);  // n_kv > H
-  EXPECT_THROW(attention_tensor_count(gpt2_param_table(GPT2Config{}), 12), Error);
+  EXPECT_THROW(
+      attention_tensor_count(tensor_table(arch_from_config(default_config("gpt2", "small"), "x")), 12),
+      Error);
 }
 
 }  // namespace

@@ -38,6 +38,12 @@ check shapes 0 '^S +H × n × n +5 × 5 +2 × 5 × 5 +5 × 5 +4 × 5 × 5$' -- e
 check shapes-4d2 0 'GPT-2 small \(parameter table\) +768 +2,359,296 +2,359,296 +2,362,368 +2,359,296 \+ 3,072 +matches' -- example shapes
 check shapes-held 0 '"roughly 2.4 million" holds$' -- example shapes
 check shapes-no-model 1 '^qkv: error: .*does-not-exist' -- example shapes --model "$2/does-not-exist"
+# any family: a Qwen2 checkpoint's grouped-query K and V (2 key/value heads for 4 query heads), biases on Q/K/V only
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$qkv" init --arch qwen2 --preset tiny --out "$tmp/qwen2" >/dev/null
+check shapes-gqa 0 '^W_K +d × \(n_kv·d_k\) +4 × 2 +4 × 4 +64 × 16 +64 × 32$' -- example shapes --model "$tmp/qwen2"
+check shapes-gqa-tensors 0 'qwen2 +64 +16,384 +12,288 +12,416 +12,288 \+ 128 +every layer matches' -- example shapes --model "$tmp/qwen2"
 if out=$("$qkv" example running --json) && /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])

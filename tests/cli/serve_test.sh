@@ -110,7 +110,7 @@ expect patch-progress 200 '"running":false' -- "${post[@]}" -d '{"job":"nothing"
 expect rope-gpt2 400 'learned positions' -- "${post[@]}" -d '{"text":"ab"}' "${url}api/rope"
 expect swap-gpt2 200 '"transposes":true' -- "${post[@]}" -d '{"text":"abcab","layer":1,"head":2,"grid":false,"swap_check":true}' "${url}api/attention"
 
-# family checkpoints (no tokenizer: ids): rotated S, the swap, the offset chart, patching; heads refused
+# family checkpoints (no tokenizer: ids): rotated S, the swap, the offset chart, patching, heads and circuits
 ids='[1,2,3,4,5,6,7,8,9,10,11,12]'
 for arch in llama qwen2 gemma gpt_neox; do
   "$qkv" init --arch "$arch" --preset tiny --out "$tmp/$arch" >/dev/null || { bad "init --arch $arch"; continue; }
@@ -119,8 +119,8 @@ for arch in llama qwen2 gemma gpt_neox; do
   expect "$arch-rotated-S" 200 'ROTATED q and k.*"transposes":true' -- "${post[@]}" -d "{\"ids\":$ids,\"layer\":1,\"head\":3,\"grid\":false,\"swap_check\":true}" "${url}api/attention"
   expect "$arch-rope" 200 '"max_abs_shift_diff":[0-9.]+e-(0[7-9]|[1-9][0-9])' -- "${post[@]}" -d "{\"ids\":$ids,\"layer\":1,\"head\":3,\"i\":11,\"j\":2}" "${url}api/rope"
   expect "$arch-patch" 200 '"sites":\[\{' -- "${post[@]}" -d '{"repeated":5,"hook":"attn.hook_rot_k"}' "${url}api/patch"
-  expect "$arch-heads" 400 'GPT-2 only for now' -- "${url}api/heads"
-  expect "$arch-circuits" 400 'GPT-2 only for now' -- "${url}api/circuits"
+  expect "$arch-heads" 200 '"induction":' -- "${url}api/heads"
+  expect "$arch-circuits" 200 '"compositions":\[\{.*"n_kv_head":' -- "${url}api/circuits"
 done
 
 # a model without a tokenizer: text refused with a message naming it, ids accepted

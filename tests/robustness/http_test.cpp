@@ -14,12 +14,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/tokenizer.hpp"
 #include "service.hpp"
 
@@ -77,10 +78,14 @@ std::vector<Reply> parse_replies(const std::string& raw) {
 class HttpApi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    GPT2Config c;
-    c.vocab_size = 256, c.n_positions = 16, c.n_embd = 8, c.n_layer = 2, c.n_head = 2;
-    GPT2 m(c);
-    init_gpt2(m, 1);
+    nlohmann::json c = default_config("gpt2", "tiny");
+    c["vocab_size"] = 256, c["n_positions"] = 16, c["n_ctx"] = 16, c["n_embd"] = 8, c["n_layer"] = 2,
+    c["n_head"] = 2;
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("qkv_http_" + std::to_string(::getpid()))).string();
+    write_random_checkpoint(dir, c, WeightType::F32, 1, 1);
+    Model m = load_lm(dir);
+    std::filesystem::remove_all(dir);  // the mapping stays valid after its files are unlinked (POSIX)
     service_ = new server::Service("tiny", std::move(m), Tokenizer::byte_level());
     svr_ = new httplib::Server;
     server::ServeOptions o;

@@ -8,7 +8,7 @@
 // Rotary, on a Llama-shaped checkpoint: the pattern equals `qkv dump`; S is the ROTATED score (checked
 // against rotate_half written here in JS on the dump's unrotated q and k); Sᵀ is S's transpose cell by cell
 // and S is not symmetric; the W_Q ↔ W_K swap gives Sᵀ; the offset chart equals the JS rotation and depends
-// on i − j only; GPT-2-only panels say so. Screenshots in ARTIFACTS_DIR.
+// on i − j only; heads and circuits equal the CLI's. Screenshots in ARTIFACTS_DIR.
 // Optionally a family checkpoint without a tokenizer: ids typed as "ids: 1, 2, 3", patching equal to the CLI.
 // Usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL [NOTOK_URL NOTOK_MODEL]
 'use strict';
@@ -277,8 +277,16 @@ async function rotary(page) {
   check('Llama checkpoint: model info names the family, GQA and rotary', /llama/.test(info) && /2 key\/value heads/.test(info) && /rotary positions/.test(info), info.slice(0, 120));
   const fam = await page.textContent('#model-family-note');
   check('the page says S is computed from the ROTATED q and k', /ROTATED q and k/.test(fam), fam.slice(0, 100));
-  const heads = await page.textContent('#heads-off');
-  check('heads & circuits: "GPT-2 only for now", not an error', /GPT-2 only for now/.test(heads) && (await page.$eval('#heads-error', (e) => e.hidden)), heads.slice(0, 60));
+  // heads and circuits on a llama as on GPT-2: the page's scores are the CLI's, and the GQA compositions drawn
+  await waitFor(page, () => /head scores on/.test(document.getElementById('heads-status').textContent), null, { timeout: 60000 });
+  const apiHeads = await page.evaluate(async () => (await fetch('/api/heads', { method: 'POST', body: '{}' })).json());
+  const cliHeads = cliJson('heads', '--model', llModel, '--seq-len', String(apiHeads.seq_len), '--batch', '4', '--seed', '0', '--json');
+  let hd = apiHeads.heads.length === cliHeads.heads.length ? 0 : Infinity;
+  apiHeads.heads.forEach((h, i) => { for (const k of ['previous_token', 'duplicate_token', 'induction']) hd = Math.max(hd, Math.abs(h[k] - cliHeads.heads[i][k])); });
+  const apiCirc = await page.evaluate(async () => (await fetch('/api/circuits')).json());
+  check('Llama: heads & circuits drawn (no error), head scores = qkv heads --json (exact)', hd === 0 && apiCirc.n_kv_head === 2 &&
+    apiCirc.compositions.length === 4 * 4 && (await page.$eval('#comp-canvas', (c) => c.width)) > 20 && (await page.$eval('#heads-error', (e) => e.hidden)),
+    `${apiHeads.heads.length} heads, max |Δ| ${hd}, ${apiCirc.compositions.length} compositions`);
   check('pattern grid: 2 × 4 heads', (await page.$$('#grid canvas')).length === 8);
   await page.click('#grid canvas[data-layer="1"][data-head="2"]');
   await waitFor(page, () => { const c = document.getElementById('pattern'); return c.dataset.layer === '1' && c.dataset.head === '2'; });

@@ -160,8 +160,10 @@ void run_running(const ExampleArgs& a, int p) {
   const analysis::RunningExample& r = un;
   const int head = a.head ? a.head - 1 : 0;
   std::cout << "seed 004 — the running example \"the cat climbed the\": n = " << r.n << " tokens, d = " << r.d
-            << ", two heads of d_k = d_v = " << r.dk << (scale ? "" : "  (division by √d_k turned OFF)") << "\n\n";
-  std::cout << "Step 0 — u = LayerNorm(X): subtract each row's mean μ, divide by its σ (no learned scale or bias)\n";
+            << ", two heads of d_k = d_v = " << r.dk << (scale ? "" : "  (division by √d_k turned OFF)")
+            << "\n\n";
+  std::cout << "Step 0 — u = LayerNorm(X): subtract each row's mean μ, divide by its σ (no learned scale or "
+               "bias)\n";
   report::Table t0({"token", "X", "μ", "σ", "u", "row of X"});
   for (int i = 0; i < r.n; i++)
     t0.add({r.tokens[size_t(i)], report::fmt_short(r.X[size_t(i)]), fmt(r.mean[size_t(i)], p), fmt(r.sigma[size_t(i)], p),
@@ -280,8 +282,8 @@ nlohmann::json shapes_json(const analysis::ShapesResult& s) {
 
 void run_shapes(const ExampleArgs& a) {
   const analysis::ShapesResult toy = analysis::attention_shapes(analysis::running_example_dims());
-  const LoadedModel lm = load_model_arg(a.model);
-  const GPT2Config& cfg = lm.model.config;
+  const LoadedLM lm = load_lm_arg(a.model);
+  const Arch& cfg = lm.model.arch;
   const analysis::ShapesResult mod = analysis::attention_shapes(analysis::attention_dims(cfg, a.n));
   std::vector<analysis::TensorCount> layers;
   bool all_match = true;
@@ -289,10 +291,11 @@ void run_shapes(const ExampleArgs& a) {
     layers.push_back(analysis::attention_tensor_count(lm.model.table, l));
     all_match = all_match && layers.back().weights == mod.params.weights() && layers.back().biases == mod.params.biases();
   }
-  // Seed 001's figure is about GPT-2 small: its parameter table (the one qkv loads it with) needs no weights.
-  const GPT2Config small;  // the defaults are GPT-2 small: d = 768, 12 layers, 12 heads
+  // Seed 001's figure is about GPT-2 small: its tensor table (the one qkv loads it with) needs no weights.
+  const Arch small =
+      arch_from_config(default_config("gpt2", "small"), "GPT-2 small");  // d = 768, 12 layers, 12 heads
   const analysis::ShapesResult gs = analysis::attention_shapes(analysis::attention_dims(small, a.n));
-  const analysis::TensorCount gs_t = analysis::attention_tensor_count(gpt2_param_table(small), 0);
+  const analysis::TensorCount gs_t = analysis::attention_tensor_count(tensor_table(small), 0);
   const double gs_millions = double(gs_t.weights + gs_t.biases) / 1e6;
   const bool gs_rounds = std::fabs(gs_millions - 2.4) <= 0.05, gs_weights_4d2 = gs_t.weights == gs.four_d2;
 
@@ -301,6 +304,7 @@ void run_shapes(const ExampleArgs& a) {
     j["toy"] = shapes_json(toy);
     j["model"] = shapes_json(mod);
     j["model"]["path"] = lm.path;
+    j["model"]["family"] = cfg.model_type;
     j["model"]["n_layer"] = cfg.n_layer;
     for (const auto& t : layers) j["model"]["tensors"].push_back({{"weights", t.weights}, {"biases", t.biases}, {"names", t.names}});
     j["model"]["tensors_match_formula"] = all_match;
@@ -314,11 +318,13 @@ void run_shapes(const ExampleArgs& a) {
     print_json(j);
     return;
   }
-  std::cout << "seed 004 — the shape of every matrix (one layer; \"one head\" is what one head reads or makes)\n"
-            << "running example: n = 5, d = 4, H = 2, d_k = d_v = 2.  " << lm.path << ": n = " << a.n
-            << ", d = " << cfg.n_embd << ", H = " << cfg.n_head << " (n_kv = " << mod.dims.n_kv
-            << "), d_k = d_v = " << cfg.head_dim() << "\n";
-  report::Table t({"matrix", "all heads", "toy, one head", "toy, all heads", "model, one head", "model, all heads"});
+  std::cout
+      << "seed 004 — the shape of every matrix (one layer; \"one head\" is what one head reads or makes)\n"
+      << "running example: n = 5, d = 4, H = 2, d_k = d_v = 2.  " << lm.path << " (" << cfg.model_type
+      << "): n = " << a.n << ", d = " << cfg.d << ", H = " << cfg.H << " (n_kv = " << mod.dims.n_kv
+      << "), d_k = d_v = " << cfg.dh << "\n";
+  report::Table t(
+      {"matrix", "all heads", "toy, one head", "toy, all heads", "model, one head", "model, all heads"});
   for (size_t i = 0; i < toy.rows.size(); i++)
     t.add({toy.rows[i].name, mod.rows[i].formula, shape_str(toy.rows[i].head), shape_str(toy.rows[i].all),
            shape_str(mod.rows[i].head), shape_str(mod.rows[i].all)});
@@ -326,14 +332,15 @@ void run_shapes(const ExampleArgs& a) {
             << "roughly 2.4 million per layer in GPT-2 small\"\n";
   report::Table c({"model", "d", "4d²", "W_Q+W_K+W_V+W_O", "+ biases", "from the tensors", "tensors"});
   const auto& tm = layers.front();
-  c.add({lm.path, std::to_string(cfg.n_embd), thousands(mod.four_d2), thousands(mod.params.weights()),
+  c.add({lm.path, std::to_string(cfg.d), thousands(mod.four_d2), thousands(mod.params.weights()),
          thousands(mod.params.total()), thousands(tm.weights) + " + " + thousands(tm.biases),
          all_match ? "every layer matches" : "DIFFER"});
-  c.add({"GPT-2 small (parameter table)", std::to_string(small.n_embd), thousands(gs.four_d2),
+  c.add({"GPT-2 small (parameter table)", std::to_string(small.d), thousands(gs.four_d2),
          thousands(gs.params.weights()), thousands(gs.params.total()),
-         thousands(gs_t.weights) + " + " + thousands(gs_t.biases), gs_t.weights + gs_t.biases == gs.params.total() ? "matches" : "DIFFER"});
-  std::cout << c.str() << "GPT-2 small per seed 004: d = " << small.n_embd << ", d_k = d_v = " << small.head_dim()
-            << " per head, " << small.n_head << " heads\ntensors of layer 0 of " << lm.path << ": ";
+         thousands(gs_t.weights) + " + " + thousands(gs_t.biases),
+         gs_t.weights + gs_t.biases == gs.params.total() ? "matches" : "DIFFER"});
+  std::cout << c.str() << "GPT-2 small per seed 004: d = " << small.d << ", d_k = d_v = " << small.dh
+            << " per head, " << small.H << " heads\ntensors of layer 0 of " << lm.path << ": ";
   for (size_t i = 0; i < tm.names.size(); i++) std::cout << (i ? ", " : "") << tm.names[i];
   std::ostringstream m;
   m.precision(3);
@@ -374,15 +381,18 @@ void register_example(CLI::App& app) {
   cmd->add_option("--dk", a->dk, "matrix: d_k (1-4096); without ÷√d_k the matrix goes binary as it grows")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--n", a->n, "shapes: the number of tokens n in the table")->check(CLI::Range(1, 1 << 20));
-  cmd->add_flag("--json", a->json,
-                "JSON. bank/robot: scores, scaled, weights, output (+ A, O with --all-queries). running: X, u, "
-                "mean, sigma, tokens, from_seed, rule, and per head Q, K, V, QK, S (= q·k/√d_k, before the mask), A, "
-                "O (every row; --row only narrows the table); checks (every number the seed states). shapes: toy, model, gpt2_small. matrix: tokens, z, QK, S, A, "
-                "row_max, binary_rows");
-  cmd->footer(
-      "running: X's last row [-0.5, -0.5, -0.5, 1.5] is seed 004's. " + analysis::running_example_rule() +
-      " Head 2 (columns 3-4) is on the seed's next page, which does not give its picks: qkv uses q = [u1, u3], "
-      "k = [u3, u1], v = [u3, u4], so W_Q, W_K and W_V are permutation matrices.");
+  cmd->add_flag(
+      "--json", a->json,
+      "JSON. bank/robot: scores, scaled, weights, output (+ A, O with --all-queries). running: X, u, "
+      "mean, sigma, tokens, from_seed, rule, and per head Q, K, V, QK, S (= q·k/√d_k, before the mask), A, "
+      "O (every row; --row only narrows the table); checks (every number the seed states). shapes: toy, "
+      "model, gpt2_small. matrix: tokens, z, QK, S, A, "
+      "row_max, binary_rows");
+  cmd->footer("running: X's last row [-0.5, -0.5, -0.5, 1.5] is seed 004's. " +
+              analysis::running_example_rule() +
+              " Head 2 (columns 3-4) is on the seed's next page, which does not give its picks: qkv uses q = "
+              "[u1, u3], "
+              "k = [u3, u1], v = [u3, u4], so W_Q, W_K and W_V are permutation matrices.");
   cmd->callback([a, which, cmd] {
     // Options that belong to another example are usage errors, not silently ignored.
     const std::map<std::string, std::vector<std::string>> allowed = {

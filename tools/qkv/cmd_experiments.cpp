@@ -2,7 +2,6 @@
 // experiments on a model. Each command parses, calls one analysis function, and renders its struct.
 #include <algorithm>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 #include "cli.hpp"
@@ -32,13 +31,6 @@ struct ExpArgs {
   bool json = false;
 };
 
-// The tokens an experiment reads: --tokens, --text, else report::experiment_ids's default (checked
-// against the model by input_ids when it comes from the tokenizer).
-std::vector<int> experiment_ids(const LoadedModel& lm, const ModelArgs& a) {
-  if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, report::kExperimentText);
-  return report::experiment_ids(lm.model.config, nullptr, {});
-}
-
 void add_common(CLI::App* cmd, ExpArgs& a, bool input, bool layer, bool head) {
   add_model_option(cmd, a.m);
   if (input) add_input_options(cmd, a.m);
@@ -51,31 +43,11 @@ std::string labels_at(const std::vector<std::string>& labels, int i) {
   return "'" + labels[size_t(i)] + "' (" + std::to_string(i) + ")";
 }
 
-// ---- every family ----------------------------------------------------------------------------------
-// A model of another family (Llama, Qwen2, Gemma, GPT-NeoX, Phi-3, GPT-Neo, …) runs the same experiment
-// over the family engine (lm.hpp): the model's own Q/K/V maps, its rotated q and k, its hooks. GPT-2
-// checkpoints keep the GPT-2 path (class GPT2), whose numbers the tests pin.
-std::optional<LoadedLM> family_model(const ModelArgs& a) {
-  LoadedLM lm = load_lm_arg(a);
-  if (lm.model.arch.model_type == "gpt2") return std::nullopt;
-  return lm;
-}
-
-GPT2Config shape_of(const Arch& a) {  // what repeated_length reads: the vocabulary and the positions
-  GPT2Config c;
-  c.vocab_size = a.vocab_size, c.n_positions = a.n_ctx;
-  return c;
-}
-
+// The tokens an experiment reads: --tokens, --text, else report::experiment_ids's default (checked
+// against the model by input_ids when it comes from the tokenizer).
 std::vector<int> experiment_ids(const LoadedLM& lm, const ModelArgs& a) {
   if (!a.tokens.empty() || !a.text.empty() || lm.tokenizer) return input_ids(lm, a, report::kExperimentText);
-  return report::experiment_ids(shape_of(lm.model.arch), nullptr, {});
-}
-
-std::vector<std::string> token_labels(const LoadedLM& m, const std::vector<int>& ids) {
-  std::vector<std::string> out;
-  for (int id : ids) out.push_back(m.tokenizer ? token_label(*m.tokenizer, id) : "#" + std::to_string(id));
-  return out;
+  return report::experiment_ids(lm.model.arch, nullptr, {});
 }
 
 std::string family_line(const Arch& c) {
@@ -86,8 +58,25 @@ std::string family_line(const Arch& c) {
 
 // ---- project ---------------------------------------------------------------------------------------
 
-void run_project_family(const ExpArgs& a, const LoadedLM& lm) {
-  const Arch& c = lm.model.arch;
+// Where Q, K and V are stored, in the seed's words for GPT-2's fused c_attn (cut into thirds, then heads).
+std::string stored_line(const Model& m, const an::ProjectionResult& r) {
+  const Arch& c = m.arch;
+  const BlockWeights& b = m.blocks[size_t(r.layer)];
+  const Weight& w = c.qkv_layout == QkvLayout::Separate ? b.wq : b.wqkv;
+  const std::string d = std::to_string(r.d);
+  if (c.qkv_layout == QkvLayout::Gpt2Thirds)
+    return w.name + " " + shape_string(r.weight_shape) + " -> 3 × [" + d + ", " + d + "] -> " +
+           std::to_string(r.H) + " heads × " + std::to_string(r.dh) + " each; bias " +
+           shape_string(r.bias_shape) + " -> 3 × [" + d + "]";
+  return "layer " + std::to_string(r.layer) + ": " + r.layout + ", " + w.name + " " +
+         shape_string(r.weight_shape) +
+         (r.has_bias ? "; bias " + shape_string(r.bias_shape) : std::string("; no Q/K/V biases")) +
+         " -> W_Q [" + std::to_string(c.q_dim()) + ", " + d + "], W_K and W_V [" +
+         std::to_string(c.kv_dim()) + ", " + d + "] (nn.Linear layout)";
+}
+
+void run_project(const ExpArgs& a) {
+  const LoadedLM lm = load_lm_arg(a.m);
   an::check_layer(lm.model, a.layer);
   const auto ids = experiment_ids(lm, a.m);
   const an::ProjectionResult r = an::project(lm.model, ids, a.layer);
@@ -95,51 +84,24 @@ void run_project_family(const ExpArgs& a, const LoadedLM& lm) {
     print_json(report::project_json(r));
     return;
   }
-  std::cout << family_line(c) << "\nlayer " << r.layer << ": " << r.layout << ", stored " << shape_string(r.weight_shape)
-            << (r.has_bias ? "; bias " + shape_string(r.bias_shape) : std::string("; no Q/K/V biases")) << " -> W_Q ["
-            << c.H * c.dh << ", " << c.d << "], W_K and W_V [" << c.n_kv * c.dh << ", " << c.d << "] (nn.Linear layout)\n"
-            << "q, k, v = " << r.norm << "(x)·Wᵀ + b computed here (the model's own maps, own norm, plain loops) for " << r.T
+  std::cout << family_line(lm.model.arch) << "\n"
+            << stored_line(lm.model, r) << "\n"
+            << "q, k, v = " << r.norm
+            << "(x)·W + b computed here (the model's own maps, own norm, plain loops) for " << r.T
             << " tokens, against the forward's hook_q / hook_k / hook_v (before any rotation):\n\n";
   report::Table t({"", "max |own − model|", "max |model|", "raw row instead of " + r.norm + ": ‖err‖/‖q‖",
                    "bias dropped: ‖err‖/‖q‖", "‖b‖"});
   const char* names[3] = {"q", "k", "v"};
   const an::ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
   for (int i = 0; i < 3; i++)
-    t.add({names[i], fmt_sci(parts[i]->max_abs_diff), fmt(parts[i]->max_abs, 3), fmt(parts[i]->ln_trap_rel, 3),
-           r.has_bias ? fmt(parts[i]->bias_trap_rel, 3) : "n/a (no bias)", r.has_bias ? fmt(parts[i]->bias_norm, 3) : "-"});
-  std::cout << t.str() << "\n" << r.norm << " computed here vs the model's: max |diff| " << fmt_sci(r.ln_max_abs_diff)
-            << "\nhead h = rows [h·" << r.dh << ", (h+1)·" << r.dh << ") of each map (k, v: " << r.n_kv
-            << " heads): max |diff| " << fmt_sci(r.heads_max_abs_diff) << "  (a wrong cut, heads interleaved: relative error "
-            << fmt(r.interleaved_cut_rel, 3) << ")\n";
-}
-
-void run_project(const ExpArgs& a) {
-  if (const auto fam = family_model(a.m)) return run_project_family(a, *fam);
-  const LoadedModel lm = load_model_arg(a.m);
-  an::check_layer(lm.model, a.layer);
-  const auto ids = experiment_ids(lm, a.m);
-  const an::ProjectionResult r = an::project(lm.model, ids, a.layer);
-  if (a.json) {
-    print_json(report::project_json(r));
-    return;
-  }
-  const std::string d = std::to_string(r.d);
-  std::cout << "h." << r.layer << ".attn.c_attn.weight " << shape_string(r.weight_shape) << " -> 3 × [" << d << ", "
-            << d << "] -> " << r.H << " heads × " << r.dh << " each; bias " << shape_string(r.bias_shape)
-            << " -> 3 × [" << d << "]\n"
-            << "q, k, v = ln_1(x)·W + b computed here (own slicing, own LayerNorm, plain loops) for " << r.T
-            << " tokens, against the model's forward:\n\n";
-  report::Table t({"", "max |own − model|", "max |model|", "raw row instead of ln_1: ‖err‖/‖q‖", "bias dropped: ‖err‖/‖q‖",
-                   "‖b‖"});
-  const char* names[3] = {"q", "k", "v"};
-  const an::ProjectionPart* parts[3] = {&r.q, &r.k, &r.v};
-  for (int i = 0; i < 3; i++)
-    t.add({names[i], fmt_sci(parts[i]->max_abs_diff), fmt(parts[i]->max_abs, 3), fmt(parts[i]->ln_trap_rel, 3),
-           fmt(parts[i]->bias_trap_rel, 3), fmt(parts[i]->bias_norm, 3)});
-  std::cout << t.str() << "\nln_1 computed here vs the model's: max |diff| " << fmt_sci(r.ln_max_abs_diff)
-            << "\nhead h = columns [h·" << r.dh << ", (h+1)·" << r.dh << ") of each third: max |diff| "
-            << fmt_sci(r.heads_max_abs_diff) << "  (a wrong cut, heads interleaved: relative error "
-            << fmt(r.interleaved_cut_rel, 3) << ")\n";
+    t.add({names[i], fmt_sci(parts[i]->max_abs_diff), fmt(parts[i]->max_abs, 3),
+           fmt(parts[i]->ln_trap_rel, 3), r.has_bias ? fmt(parts[i]->bias_trap_rel, 3) : "n/a (no bias)",
+           r.has_bias ? fmt(parts[i]->bias_norm, 3) : "-"});
+  std::cout << t.str() << "\n"
+            << r.norm << " computed here vs the model's: max |diff| " << fmt_sci(r.ln_max_abs_diff)
+            << "\nhead h = columns [h·" << r.dh << ", (h+1)·" << r.dh << ") of each map (k, v: " << r.n_kv
+            << " heads): max |diff| " << fmt_sci(r.heads_max_abs_diff)
+            << "  (a wrong cut, heads interleaved: relative error " << fmt(r.interleaved_cut_rel, 3) << ")\n";
 }
 
 // ---- scores ----------------------------------------------------------------------------------------
@@ -160,14 +122,15 @@ void print_scores(const an::ScoresResult& r, const std::vector<std::string>& lab
   t.add({"all bias terms: ‖S − x-x‖/‖S‖", fmt(r.bias_share, 4)});
   t.add({"bias share the softmax sees (row-centred, visible keys)", fmt(r.bias_share_softmax, 4)});
   t.add({"max |x-x + x-b + b-x + b-b − S_model|", fmt_sci(r.reconstruction_max_abs)});
-  if (!r.family.empty()) t.add({"max |S − hook_attn_scores| (visible keys, soft-cap applied)", fmt_sci(r.S_vs_hook_max_abs)});
+  t.add({"max |S − hook_attn_scores| (visible keys, soft-cap applied)", fmt_sci(r.S_vs_hook_max_abs)});
   std::cout << t.str();
   if (r.T > 1)
     std::cout << "\nlargest asymmetry at i = " << labels_at(labels, r.max_i) << ", j = " << labels_at(labels, r.max_j)
               << ": S_ij = " << fmt(r.S_ij, 3) << ", S_ji = " << fmt(r.S_ji, 3) << "\n";
 }
 
-void run_scores_family(const ExpArgs& a, const LoadedLM& lm) {
+void run_scores(const ExpArgs& a) {
+  const LoadedLM lm = load_lm_arg(a.m);
   const Arch& c = lm.model.arch;
   an::check_head(lm.model, a.layer, a.head);
   const auto ids = experiment_ids(lm, a.m);
@@ -185,41 +148,10 @@ void run_scores_family(const ExpArgs& a, const LoadedLM& lm) {
   print_scores(r, labels);
 }
 
-void run_scores(const ExpArgs& a) {
-  if (const auto fam = family_model(a.m)) return run_scores_family(a, *fam);
-  const LoadedModel lm = load_model_arg(a.m);
-  an::check_head(lm.model, a.layer, a.head);
-  const auto ids = experiment_ids(lm, a.m);
-  const auto labels = token_labels(lm, ids);
-  const an::ScoresResult r = an::score_asymmetry(lm.model, ids, a.layer, a.head);
-  if (a.json) {
-    print_json(report::scores_json(r, labels));
-    return;
-  }
-  std::cout << "layer " << r.layer << ", head " << r.head << ": raw scores S = q·kᵀ/√" << r.dh
-            << " (before the mask and the softmax), " << r.T << " tokens\n\n";
-  report::Table t({"measure", "value"});
-  t.add({"‖S − Sᵀ‖_F / ‖S‖_F", fmt(r.asym_rel, 4)});
-  t.add({"largest |S_ij − S_ji|", fmt(r.max_asym, 4)});
-  t.add({"‖M‖_F, M = W_Q W_Kᵀ [" + std::to_string(r.d) + "×" + std::to_string(r.d) + "] (from the factors)",
-         fmt(r.M.norm, 4)});
-  t.add({"antisymmetric share ‖M − Mᵀ‖/(2‖M‖)  (random M: ≈ 0.71, symmetric: 0)", fmt(r.M.antisym_share, 4)});
-  t.add({"x-x part (uW_Q)(uW_K)ᵀ: ‖·‖/‖S‖", fmt(r.share_xx, 4)});
-  t.add({"x-b part (uW_Q)·b_K: ‖·‖/‖S‖  (constant along a row)", fmt(r.share_xb, 4)});
-  t.add({"b-x part b_Q·(uW_K): ‖·‖/‖S‖", fmt(r.share_bx, 4)});
-  t.add({"b-b part b_Q·b_K: ‖·‖/‖S‖  (constant)", fmt(r.share_bb, 4)});
-  t.add({"all bias terms: ‖S − x-x‖/‖S‖", fmt(r.bias_share, 4)});
-  t.add({"bias share the softmax sees (row-centred b-x over j ≤ i)", fmt(r.bias_share_softmax, 4)});
-  t.add({"max |x-x + x-b + b-x + b-b − S_model|", fmt_sci(r.reconstruction_max_abs)});
-  std::cout << t.str();
-  if (r.T > 1)
-    std::cout << "\nlargest asymmetry at i = " << labels_at(labels, r.max_i) << ", j = " << labels_at(labels, r.max_j)
-              << ": S_ij = " << fmt(r.S_ij, 3) << ", S_ji = " << fmt(r.S_ji, 3) << "\n";
-}
-
 // ---- swap ------------------------------------------------------------------------------------------
 
-void run_swap_family(const ExpArgs& a, const LoadedLM& lm) {
+void run_swap(const ExpArgs& a) {
+  const LoadedLM lm = load_lm_arg(a.m);
   const Arch& c = lm.model.arch;
   an::check_head(lm.model, a.layer, a.head);
   const auto ids = experiment_ids(lm, a.m);
@@ -228,9 +160,10 @@ void run_swap_family(const ExpArgs& a, const LoadedLM& lm) {
     print_json(report::swap_json(r));
     return;
   }
-  std::cout << family_line(c) << "\nlayer " << r.layer << ", head " << r.head << ", " << r.T << " tokens; S = "
-            << fmt(r.scale, 4) << "·q·kᵀ recomputed here from the model's own maps"
-            << (r.rotated ? ", q and k ROTATED to their positions (a swap exchanges the maps; each row keeps its position)"
+  std::cout << family_line(c) << "\nlayer " << r.layer << ", head " << r.head << ", " << r.T
+            << " tokens; S = " << fmt(r.scale, 4) << "·q·kᵀ recomputed here from the model's own maps"
+            << (r.rotated ? ", q and k ROTATED to their positions (a swap exchanges the maps; each row keeps "
+                            "its position)"
                           : "")
             << " (max |S − model| " << fmt_sci(r.S_vs_model_max_abs) << ")\n\n";
   report::Table t({"swap", "compared with", "‖·‖_F / ‖S‖_F", "max |diff|"});
@@ -240,34 +173,14 @@ void run_swap_family(const ExpArgs& a, const LoadedLM& lm) {
   t.add({"Q ↔ K, matrices only", "Sᵀ", fmt(r.matrices_vs_ST_rel, 4), r.has_bias ? "" : "(no biases: = the full swap)"});
   t.add({"pattern of the full swap", "Aᵀ (A = softmax(mask(S)))", fmt(r.pattern_full_vs_AT_rel, 4), ""});
   t.add({"pattern of the full swap", "A", fmt(r.pattern_full_vs_A_rel, 4), ""});
-  std::cout << t.str() << "\nThe full swap is an identity (the dot product commutes): it tests the slicing, not the model."
-            << (r.has_bias ? "" : " This model has no Q/K biases, so swapping the matrices alone already is the full swap.")
-            << " Rows of A sum to 1, columns do not (max |column sum − 1| = " << fmt(r.column_sum_max_dev, 3)
-            << "), so no transpose survives the mask and the softmax.\n";
-}
-
-void run_swap(const ExpArgs& a) {
-  if (const auto fam = family_model(a.m)) return run_swap_family(a, *fam);
-  const LoadedModel lm = load_model_arg(a.m);
-  an::check_head(lm.model, a.layer, a.head);
-  const auto ids = experiment_ids(lm, a.m);
-  const an::SwapResult r = an::swap_query_key(lm.model, ids, a.layer, a.head);
-  if (a.json) {
-    print_json(report::swap_json(r));
-    return;
-  }
-  std::cout << "layer " << r.layer << ", head " << r.head << ", " << r.T
-            << " tokens; S recomputed here from the sliced maps (max |S − model| " << fmt_sci(r.S_vs_model_max_abs)
-            << ")\n\n";
-  report::Table t({"swap", "compared with", "‖·‖_F / ‖S‖_F", "max |diff|"});
-  t.add({"Q ↔ K, matrix and bias", "Sᵀ", fmt_sci(r.full_vs_ST_rel), fmt_sci(r.full_vs_ST_max_abs)});
-  t.add({"Q ↔ K, matrices only", "S", fmt(r.matrices_vs_S_rel, 4), ""});
-  t.add({"Q ↔ K, matrices only", "Sᵀ", fmt(r.matrices_vs_ST_rel, 4), ""});
-  t.add({"pattern of the full swap", "Aᵀ (A = softmax(mask(S)))", fmt(r.pattern_full_vs_AT_rel, 4), ""});
-  t.add({"pattern of the full swap", "A", fmt(r.pattern_full_vs_A_rel, 4), ""});
-  std::cout << t.str() << "\nThe full swap is an identity (the dot product commutes): it tests the slicing, not the "
-                          "model. Rows of A sum to 1, columns do not (max |column sum − 1| = "
-            << fmt(r.column_sum_max_dev, 3) << "), so no transpose survives the mask and the softmax.\n";
+  std::cout
+      << t.str()
+      << "\nThe full swap is an identity (the dot product commutes): it tests the slicing, not the model."
+      << (r.has_bias
+              ? ""
+              : " This model has no Q/K biases, so swapping the matrices alone already is the full swap.")
+      << " Rows of A sum to 1, columns do not (max |column sum − 1| = " << fmt(r.column_sum_max_dev, 3)
+      << "), so no transpose survives the mask and the softmax.\n";
 }
 
 // ---- heads -----------------------------------------------------------------------------------------
@@ -282,15 +195,13 @@ struct HeadsArgs {
 using report::repeated_length;
 
 void run_heads(const HeadsArgs& a) {
-  const auto fam = family_model(a.e.m);
-  std::optional<LoadedModel> gpt2;
-  if (!fam) gpt2 = load_model_arg(a.e.m);
-  const GPT2Config c = fam ? shape_of(fam->model.arch) : gpt2->model.config;
+  const LoadedLM lm = load_lm_arg(a.e.m);
+  const Arch& c = lm.model.arch;
   const int n = repeated_length(c, a.n, a.bos, 1);
   std::vector<int> text;
-  if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = fam ? input_ids(*fam, a.e.m) : input_ids(*gpt2, a.e.m);
+  if (!a.e.m.text.empty() || !a.e.m.tokens.empty()) text = input_ids(lm, a.e.m);
   const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
-  an::HeadScan scan = fam ? an::scan_heads(fam->model, seqs, n, a.bos, text) : an::scan_heads(gpt2->model, seqs, n, a.bos, text);
+  an::HeadScan scan = an::scan_heads(lm.model, seqs, n, a.bos, text);
   auto key = [&](const an::HeadScores& s) {
     return a.sort == "previous" ? s.previous_token : a.sort == "duplicate" ? s.duplicate_token : s.induction;
   };
@@ -300,14 +211,17 @@ void run_heads(const HeadsArgs& a) {
     print_json(report::heads_json(scan, n, a.batch, a.seed, a.bos));
     return;
   }
-  if (fam) std::cout << family_line(fam->model.arch) << "; patterns from the forward's hook_pattern (its own mask"
-                     << (fam->model.arch.window.empty() ? "" : " and windows") << ")\n";
-  std::cout << a.batch << " random sequences of " << n << " tokens, each repeated twice (seed " << a.seed
-            << (a.bos >= 0 ? ", BOS " + std::to_string(a.bos) : std::string()) << ")"
-            << (scan.has_text ? "; and the given text (" + std::to_string(scan.text_tokens) + " tokens)" : "")
-            << ".\nprevious / duplicate: TransformerLens's detector (attention mass on the expected positions over "
-               "the total); induction: mean of the pattern's (1 − n) diagonal on the repeated half; shifted: the (2 − n) diagonal, one token further on.\n\n";
-  std::vector<std::string> header = {"layer.head", "previous", "duplicate", "induction", "induction (detector)", "shifted"};
+  std::cout << family_line(c) << "; patterns from the forward's hook_pattern (its own mask"
+            << (c.window.empty() ? "" : " and windows") << ")\n";
+  std::cout
+      << a.batch << " random sequences of " << n << " tokens, each repeated twice (seed " << a.seed
+      << (a.bos >= 0 ? ", BOS " + std::to_string(a.bos) : std::string()) << ")"
+      << (scan.has_text ? "; and the given text (" + std::to_string(scan.text_tokens) + " tokens)" : "")
+      << ".\nprevious / duplicate: TransformerLens's detector (attention mass on the expected positions over "
+         "the total); induction: mean of the pattern's (1 − n) diagonal on the repeated half; shifted: the "
+         "(2 − n) diagonal, one token further on.\n\n";
+  std::vector<std::string> header = {"layer.head",           "previous", "duplicate", "induction",
+                                     "induction (detector)", "shifted"};
   if (scan.has_text)
     for (std::string h : {"text previous", "text duplicate", "text induction"}) header.push_back(h);
   report::Table t(header);
@@ -327,25 +241,20 @@ void run_heads(const HeadsArgs& a) {
 // ---- ablate ----------------------------------------------------------------------------------------
 
 void run_ablate(const HeadsArgs& a) {
-  const auto fam = family_model(a.e.m);
-  std::optional<LoadedModel> gpt2;
-  if (!fam) gpt2 = load_model_arg(a.e.m);
-  if (fam) an::check_head(fam->model, a.e.layer, a.e.head);
-  else an::check_head(gpt2->model, a.e.layer, a.e.head);
-  const GPT2Config c = fam ? shape_of(fam->model.arch) : gpt2->model.config;
+  const LoadedLM lm = load_lm_arg(a.e.m);
+  const Arch& c = lm.model.arch;
+  an::check_head(lm.model, a.e.layer, a.e.head);
   const int n = repeated_length(c, a.n, a.bos, 2);
   const auto seqs = an::repeated_random_tokens(c.vocab_size, n, a.batch, a.seed, a.bos);
-  const an::AblationResult r = fam ? an::ablate_head(fam->model, seqs, n, a.bos, a.e.layer, a.e.head)
-                                   : an::ablate_head(gpt2->model, seqs, n, a.bos, a.e.layer, a.e.head);
+  const an::AblationResult r = an::ablate_head(lm.model, seqs, n, a.bos, a.e.layer, a.e.head);
   if (a.e.json) {
     print_json(report::ablate_json(r, a.seed));
     return;
   }
-  if (fam)
-    std::cout << family_line(fam->model.arch) << "; edits through the forward's hooks: QK = the head's rows of "
-              << "hook_pattern made uniform over its visible keys, OV = the head's slice of hook_z zeroed (z = A·v"
-              << (fam->model.arch.n_kv < fam->model.arch.H ? "; the group's shared v stays for the other heads" : "")
-              << ")\n";
+  std::cout
+      << family_line(c) << "; edits through the forward's hooks: QK = the head's rows of "
+      << "hook_pattern made uniform over its visible keys, OV = the head's slice of hook_z zeroed (z = A·v"
+      << (c.n_kv < c.H ? "; the group's shared v stays for the other heads" : "") << ")\n";
   std::cout << "layer " << r.layer << ", head " << r.head << "; " << r.batch << " random sequences of " << r.n
             << " tokens repeated twice (seed " << a.seed << "). Loss: mean cross-entropy on the repeated half "
             << "(first half, intact: " << fmt(r.loss_first_half, 4) << ").\n\n";
@@ -353,10 +262,10 @@ void run_ablate(const HeadsArgs& a) {
   t.add({"intact", fmt(r.loss_intact, 4), "", "0"});
   t.add({"QK ablated: uniform pattern over j ≤ i", fmt(r.loss_qk, 4), fmt(r.loss_qk - r.loss_intact, 4),
          fmt_sci(r.qk_pattern_max_abs_diff)});
-  t.add({fam ? "OV ablated: z zeroed" : "OV ablated: values zeroed", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
-         fmt_sci(r.ov_pattern_max_abs_diff) + (r.ov_pattern_max_abs_diff == 0 ? " (identical)" : " (CHANGED)")});
-  std::cout << t.str() << (fam ? "\nhooked forward without an edit vs the plain (fused) forward: max |Δ logits| "
-                                 : "\nre-run forward without an edit vs the model's: max |Δ logits| ")
+  t.add({"OV ablated: values zeroed (its z)", fmt(r.loss_ov, 4), fmt(r.loss_ov - r.loss_intact, 4),
+         fmt_sci(r.ov_pattern_max_abs_diff) +
+             (r.ov_pattern_max_abs_diff == 0 ? " (identical)" : " (CHANGED)")});
+  std::cout << t.str() << "\nhooked forward without an edit vs the forward without hooks: max |Δ logits| "
             << fmt_sci(r.intact_vs_model_max_abs) << "\n";
 }
 
@@ -371,34 +280,27 @@ struct CircuitsArgs {
 
 void run_circuits(CircuitsArgs a) {
   a.o.fold_ln = !a.no_fold;
-  const auto fam = family_model(a.e.m);
-  an::CircuitsResult r;
-  if (fam) {
-    r = an::circuits(fam->model, a.o);
-  } else {
-    const LoadedModel lm = load_model_arg(a.e.m);
-    r = an::circuits(lm.model, a.o);
-  }
+  const LoadedLM lm = load_lm_arg(a.e.m);
+  const Arch& arch = lm.model.arch;
+  const an::CircuitsResult r = an::circuits(lm.model, a.o);
   const an::CompositionBaseline& b = r.baseline;
   if (a.e.json) {
     print_json(report::circuits_json(r));
     return;
   }
-  if (fam) {
-    const Arch& c = fam->model.arch;
-    std::cout << family_line(c) << "\nPer query head h (" << (r.options.fold_ln ? "the norms' multipliers folded in" : "raw weights")
-              << "): QK = W_Q^h W_K^gᵀ" << (c.rotary() ? " at offset 0 (with rotary it is W_Q^h R_Δ W_K^gᵀ: see qkv tour's qk_circuit_position_dependent)" : "")
-              << ", OV = W_V^g W_O^h, g = h / " << c.H / c.n_kv
-              << " its key/value head; both from [dh, dh] factors; copying = Σλ/Σ|λ| of W_E·OV·W_U (1 = copies the token it attends to).\n\n";
-  } else {
-    std::cout << "Per head (" << (r.options.fold_ln ? "ln_1 and ln_f weights folded in" : "raw weights")
-              << "): QK = W_Q W_Kᵀ, OV = W_V W_O, both from their [dh, dh] factors; copying = Σλ/Σ|λ| of "
-                 "W_E·OV·W_U (1 = copies the token it attends to).\n\n";
-  }
+  std::cout << family_line(arch) << "\nPer query head h ("
+            << (r.options.fold_ln ? "the norms' multipliers folded in" : "raw weights")
+            << "): QK = W_Q^h W_K^gᵀ"
+            << (arch.rotary() ? " at offset 0 (with rotary it is W_Q^h R_Δ W_K^gᵀ: see qkv tour's "
+                                "qk_circuit_position_dependent)"
+                              : "")
+            << ", OV = W_V^g W_O^h, g = h / " << arch.H / arch.n_kv
+            << " its key/value head; both from [dh, dh] factors; copying = Σλ/Σ|λ| of W_E·OV·W_U (1 = copies "
+               "the token it attends to).\n\n";
   report::Table t({"layer.head", "‖QK‖_F", "QK antisym share", "‖OV‖_F", "OV copying"});
-  for (const auto& c : r.heads)
-    t.add({std::to_string(c.layer) + "." + std::to_string(c.head), fmt(c.qk_norm, 3), fmt(c.qk_antisym_share, 3),
-           fmt(c.ov_norm, 3), r.options.copying ? fmt(c.copying, 3) : "-"});
+  for (const auto& h : r.heads)
+    t.add({std::to_string(h.layer) + "." + std::to_string(h.head), fmt(h.qk_norm, 3),
+           fmt(h.qk_antisym_share, 3), fmt(h.ov_norm, 3), r.options.copying ? fmt(h.copying, 3) : "-"});
   std::cout << t.str();
   if (r.compositions.empty()) {
     std::cout << "\nOne layer: no compositions.\n";
@@ -427,7 +329,8 @@ void run_circuits(CircuitsArgs a) {
   if (!r.group_compositions.empty()) {
     auto sorted = r.group_compositions;
     std::cout << "\nGrouped-query attention: " << r.H << " query heads share " << r.n_kv
-              << " key/value lenses, so an earlier head's write into a group's key or value lens is ONE number per group: "
+              << " key/value lenses, so an earlier head's write into a group's key or value lens is ONE "
+                 "number per group: "
                  "‖OV1·W_K^g‖/(‖OV1‖‖W_K^g‖) (K) and the same with W_V^g (V); random factors: K "
               << fmt(b.kg_mean, 3) << " ± " << fmt(b.kg_std, 3) << ", V " << fmt(b.vg_mean, 3) << " ± " << fmt(b.vg_std, 3)
               << ".\n";
@@ -444,7 +347,7 @@ void run_circuits(CircuitsArgs a) {
 
 void register_experiments(CLI::App& app) {
   {
-    auto* cmd = app.add_subcommand("project", "Seed 000's check: slice c_attn yourself, reproduce q, k, v; the two traps");
+    auto* cmd = app.add_subcommand("project", "Seed 000's check: slice the Q/K/V weights (GPT-2's c_attn) yourself, reproduce q, k, v; the two traps");
     auto a = std::make_shared<ExpArgs>();
     add_common(cmd, *a, true, true, false);
     cmd->callback([a] { run_project(*a); });

@@ -177,10 +177,19 @@ QKV_COMMAND(20, register_model_commands);
 
 namespace qkv::cli {
 
-// qkv init — a randomly initialised GPT-2 of any size, written as a Hugging Face directory; how the
-// tests and benchmarks get GPT-2-small-shaped checkpoints without a download.
+// qkv init — a randomly initialised checkpoint of any family, written as a Hugging Face directory; how
+// the tests and benchmarks get GPT-2-small-shaped (or Llama-, Qwen2-, …) checkpoints without a download.
+std::string families_list() {
+  std::string s;
+  for (const std::string& t : supported_model_types()) s += (s.empty() ? "" : ", ") + t;
+  return s;
+}
+
 void register_init(CLI::App& app) {
-  auto* cmd = app.add_subcommand("init", "Write a randomly initialised GPT-2 (HF directory) of a chosen size");
+  auto* cmd = app.add_subcommand("init",
+                                 "Write a randomly initialised checkpoint (HF directory): GPT-2 of a chosen "
+                                 "size, or any family with --arch (" +
+                                     families_list() + ")");
   struct Args {
     std::string out, preset = "small", tokenizer;
     int n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
@@ -219,7 +228,8 @@ void register_init(CLI::App& app) {
               << (a.shards > 1 ? ", " + std::to_string(a.shards) + " shards" : "") << ")\n";
   };
   cmd->add_option("--out", a->out, "output directory (config.json + model.safetensors)")->required();
-  cmd->add_option("--preset", a->preset, "small (124M), medium, large, xl, distil, or tiny")
+  cmd->add_option("--preset", a->preset,
+                  "small (124M), medium, large, xl, distil, or tiny (with --arch: tiny or small)")
       ->check(CLI::IsMember({"small", "medium", "large", "xl", "distil", "tiny"}));
   cmd->add_option("--n-layer", a->n_layer, "override the preset")->check(CLI::Range(1, 1024));
   cmd->add_option("--n-head", a->n_head, "override the preset")->check(CLI::Range(1, 1024));
@@ -230,12 +240,15 @@ void register_init(CLI::App& app) {
   cmd->add_option("--tokenizer", a->tokenizer, "copy vocab/merges files from this directory beside the weights");
   cmd->add_option("--seed", a->seed, "random seed");
   cmd->add_option("--arch", a->arch,
-                  "a family, written exactly as Hugging Face lays it out: gpt2, llama, mistral, qwen2, gemma, gemma2, "
-                  "gpt_neox, phi3, gpt_neo (with --preset tiny or small)");
-  cmd->add_option("--set", a->sets, "KEY=VALUE: override any config.json key (VALUE as JSON, else a string), "
-                                    "e.g. --set num_key_value_heads=2; repeatable");
-  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (with --arch)")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--shards", a->shards, "split the weights over N files + model.safetensors.index.json (with --arch)")
+                  "a family, written exactly as Hugging Face lays it out: " + families_list() +
+                      " (with --preset tiny or small)");
+  cmd->add_option("--set", a->sets,
+                  "KEY=VALUE: override any config.json key (VALUE as JSON, else a string), "
+                  "e.g. --set num_key_value_heads=2; repeatable");
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (with --arch)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--shards", a->shards,
+                  "split the weights over N files + model.safetensors.index.json (with --arch)")
       ->check(CLI::Range(1, 1000));
   cmd->callback([a, init_family] {
     if (!a->arch.empty() || !a->sets.empty() || a->dtype != "f32" || a->shards != 1) {

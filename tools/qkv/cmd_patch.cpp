@@ -100,12 +100,18 @@ std::string tok_label(const LoadedLM& m, int id) {
   return m.tokenizer ? token_label(*m.tokenizer, id) : "#" + std::to_string(id);
 }
 
-void run_patch(const PatchArgs& a) {
-  const LoadedLM m = load_lm_arg(a.m);
-  const Arch& arch = m.model.arch;
-  // ---- inputs ----
+// The clean and corrupt inputs: --repeated's task (clean [bos] r r, corrupt with the first copy replaced),
+// or the given texts / ids; equal lengths.
+struct PatchInputs {
   std::vector<int> clean, corrupt;
-  int rep_start = 0;
+  int rep_start = 0;  // --repeated: the first copy's position (1 after a BOS)
+};
+
+PatchInputs patch_inputs(const LoadedLM& m, const PatchArgs& a) {
+  const Arch& arch = m.model.arch;
+  PatchInputs in;
+  std::vector<int>&clean = in.clean, &corrupt = in.corrupt;
+  int& rep_start = in.rep_start;
   if (a.repeated > 0) {
     if (!a.clean.empty() || !a.corrupt.empty() || !a.clean_tokens.empty() || !a.corrupt_tokens.empty())
       usage_error(
@@ -140,8 +146,13 @@ void run_patch(const PatchArgs& a) {
         "position): "
         "clean has " +
         std::to_string(clean.size()) + ", corrupt " + std::to_string(corrupt.size()));
-  const int T = int(clean.size());
-  // ---- metric ----
+  return in;
+}
+
+// The metric: a logit difference (--answer/--wrong) or the loss of the clean next token at some positions.
+an::PatchMetric patch_metric(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in) {
+  const std::vector<int>& clean = in.clean;
+  const int T = int(clean.size()), rep_start = in.rep_start;
   an::PatchMetric metric;
   if (!a.answer.empty() || !a.wrong.empty()) {
     if (a.answer.empty() || a.wrong.empty())
@@ -173,7 +184,11 @@ void run_patch(const PatchArgs& a) {
       metric.targets.push_back(clean[size_t(p) + 1]);
     }
   }
-  an::PatchDirection dir;
+  return metric;
+}
+
+an::PatchDirection patch_direction(const PatchArgs& a) {
+  an::PatchDirection dir = an::PatchDirection::Noising;
   if (a.direction == "noising")
     dir = an::PatchDirection::Noising;
   else if (a.direction == "denoising")
@@ -181,66 +196,73 @@ void run_patch(const PatchArgs& a) {
   else
     usage_error("--direction: '" + a.direction + "' is not noising or denoising");
 
-  nlohmann::json inputs = {{"clean", clean}, {"corrupt", corrupt}, {"tokens", T}};
+  return dir;
+}
 
-  // ---- path patching ----
-  if (!a.path.empty()) {
-    if (!a.hook.empty()) usage_error("--path: give either --hook (a sweep) or --path (one path)");
-    // SENDER:RECEIVER:q|k|v with heads as L.H
-    an::PathSpec s;
-    auto bad = [&] {
-      usage_error("--path: '" + a.path +
-                  "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
-    };
-    const size_t c1 = a.path.find(':'), c2 = c1 == std::string::npos ? c1 : a.path.find(':', c1 + 1);
-    if (c2 == std::string::npos || a.path.size() != c2 + 2) bad();
-    auto head = [&](const std::string& x, int& l, int& h) {
-      const size_t dot = x.find('.');
-      if (dot == std::string::npos) bad();
-      l = parse_ints("--path", x.substr(0, dot))[0];
-      h = parse_ints("--path", x.substr(dot + 1))[0];
-    };
-    head(a.path.substr(0, c1), s.sender_layer, s.sender_head);
-    head(a.path.substr(c1 + 1, c2 - c1 - 1), s.receiver_layer, s.receiver_head);
-    s.input = a.path[c2 + 1];
-    const an::PathResult r = an::path_patch(m.model, clean, corrupt, s, dir, metric);
-    // the share of the receiver's whole q/k/v effect that this one path carries
-    const double frac = dir == an::PatchDirection::Noising ? (1 - r.normalised) / (1 - r.receiver_normalised)
-                                                           : r.normalised / r.receiver_normalised;
-    if (a.json) {
-      print_json({{"path", a.path},
-                  {"direction", an::direction_name(dir)},
-                  {"metric", metric.describe()},
-                  {"inputs", inputs},
-                  {"clean", r.clean},
-                  {"corrupt", r.corrupt},
-                  {"patched", r.metric},
-                  {"normalised", r.normalised},
-                  {"receiver_only", r.receiver_metric},
-                  {"receiver_only_normalised", r.receiver_normalised},
-                  {"fraction_of_receiver_effect",
-                   std::isfinite(frac) ? nlohmann::json(frac) : nlohmann::json(nullptr)},
-                  {"delta_norm", r.delta_norm},
-                  {"forwards", r.forwards}});
-      return;
-    }
-    std::cout << "path patching (" << an::direction_name(dir) << ") " << s.sender_layer << "."
-              << s.sender_head << " -> " << s.receiver_layer << "." << s.receiver_head << " " << s.input
-              << " on " << T << " tokens; metric " << metric.describe() << "\n"
-              << "clean " << fmt(r.clean, 4) << ", corrupt " << fmt(r.corrupt, 4)
-              << " (normalised: 0 = corrupt, 1 = clean)\n\n";
-    report::Table t({"what is patched", "metric", "normalised"});
-    t.add({"sender's output, only into the receiver's " + std::string(1, s.input), fmt(r.metric, 4),
-           fmt(r.normalised, 3)});
-    t.add({"the receiver's whole " + std::string(1, s.input) + " (activation patch)",
-           fmt(r.receiver_metric, 4), fmt(r.receiver_normalised, 3)});
-    std::cout << t.str() << "\nthe path carries " << fmt(100 * frac, 1) << "% of the receiver's " << s.input
-              << " effect; |Δ| of the sender's contribution " << fmt(r.delta_norm, 3) << "; " << r.forwards
-              << " forwards\n";
+// --path SENDER:RECEIVER:q|k|v: one path, against the receiver's whole q/k/v patched.
+void run_path(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in, an::PatchDirection dir,
+              const an::PatchMetric& metric, const nlohmann::json& inputs) {
+  const std::vector<int>&clean = in.clean, &corrupt = in.corrupt;
+  const int T = int(clean.size());
+  if (!a.hook.empty()) usage_error("--path: give either --hook (a sweep) or --path (one path)");
+  // SENDER:RECEIVER:q|k|v with heads as L.H
+  an::PathSpec s;
+  auto bad = [&] {
+    usage_error("--path: '" + a.path +
+                "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+  };
+  const size_t c1 = a.path.find(':'), c2 = c1 == std::string::npos ? c1 : a.path.find(':', c1 + 1);
+  if (c2 == std::string::npos || a.path.size() != c2 + 2) bad();
+  auto head = [&](const std::string& x, int& l, int& h) {
+    const size_t dot = x.find('.');
+    if (dot == std::string::npos) bad();
+    l = parse_ints("--path", x.substr(0, dot))[0];
+    h = parse_ints("--path", x.substr(dot + 1))[0];
+  };
+  head(a.path.substr(0, c1), s.sender_layer, s.sender_head);
+  head(a.path.substr(c1 + 1, c2 - c1 - 1), s.receiver_layer, s.receiver_head);
+  s.input = a.path[c2 + 1];
+  const an::PathResult r = an::path_patch(m.model, clean, corrupt, s, dir, metric);
+  // the share of the receiver's whole q/k/v effect that this one path carries
+  const double frac = dir == an::PatchDirection::Noising ? (1 - r.normalised) / (1 - r.receiver_normalised)
+                                                         : r.normalised / r.receiver_normalised;
+  if (a.json) {
+    print_json({{"path", a.path},
+                {"direction", an::direction_name(dir)},
+                {"metric", metric.describe()},
+                {"inputs", inputs},
+                {"clean", r.clean},
+                {"corrupt", r.corrupt},
+                {"patched", r.metric},
+                {"normalised", r.normalised},
+                {"receiver_only", r.receiver_metric},
+                {"receiver_only_normalised", r.receiver_normalised},
+                {"fraction_of_receiver_effect",
+                 std::isfinite(frac) ? nlohmann::json(frac) : nlohmann::json(nullptr)},
+                {"delta_norm", r.delta_norm},
+                {"forwards", r.forwards}});
     return;
   }
+  std::cout << "path patching (" << an::direction_name(dir) << ") " << s.sender_layer << "." << s.sender_head
+            << " -> " << s.receiver_layer << "." << s.receiver_head << " " << s.input << " on " << T
+            << " tokens; metric " << metric.describe() << "\n"
+            << "clean " << fmt(r.clean, 4) << ", corrupt " << fmt(r.corrupt, 4)
+            << " (normalised: 0 = corrupt, 1 = clean)\n\n";
+  report::Table t({"what is patched", "metric", "normalised"});
+  t.add({"sender's output, only into the receiver's " + std::string(1, s.input), fmt(r.metric, 4),
+         fmt(r.normalised, 3)});
+  t.add({"the receiver's whole " + std::string(1, s.input) + " (activation patch)", fmt(r.receiver_metric, 4),
+         fmt(r.receiver_normalised, 3)});
+  std::cout << t.str() << "\nthe path carries " << fmt(100 * frac, 1) << "% of the receiver's " << s.input
+            << " effect; |Δ| of the sender's contribution " << fmt(r.delta_norm, 3) << "; " << r.forwards
+            << " forwards\n";
+}
 
-  // ---- activation patching sweep ----
+// --hook: every site of one hook, as a table, --json and an SVG heatmap.
+void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in, an::PatchDirection dir,
+                    const an::PatchMetric& metric, const nlohmann::json& inputs) {
+  const std::vector<int>&clean = in.clean, &corrupt = in.corrupt;
+  const int T = int(clean.size());
   if (a.hook.empty())
     usage_error("give --hook NAME (e.g. attn.hook_v, every layer) or --path SENDER:RECEIVER:q|k|v");
   an::SweepOptions o;
@@ -332,6 +354,16 @@ void run_patch(const PatchArgs& a) {
                                 : "")
             << ") of " << r.T_run << " tokens" << (r.last_only ? ", last row's logits only" : "") << ", "
             << fmt(r.seconds, 2) << " s" << (a.svg.empty() ? "" : "; heatmap: " + a.svg) << "\n";
+}
+
+void run_patch(const PatchArgs& a) {
+  const LoadedLM m = load_lm_arg(a.m);
+  const PatchInputs in = patch_inputs(m, a);
+  const an::PatchMetric metric = patch_metric(m, a, in);
+  const an::PatchDirection dir = patch_direction(a);
+  const nlohmann::json inputs = {{"clean", in.clean}, {"corrupt", in.corrupt}, {"tokens", in.clean.size()}};
+  if (!a.path.empty()) return run_path(m, a, in, dir, metric, inputs);
+  run_hook_sweep(m, a, in, dir, metric, inputs);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#include <memory>
 
 #include "cli.hpp"
 #include "http.hpp"
@@ -37,19 +36,10 @@ void run_serve(ServeArgs& a) {
   so.max_concurrent_forwards = a.forwards;
   so.max_patch_tokens = a.patch_tokens;
   so.max_patch_sites = a.patch_sites;
-  // GPT-2 checkpoints load as GPT-2's own class (every panel); any other family through load_lm
-  // (attention with rotated S, the rotary offset chart, patching; heads/circuits say "GPT-2 only").
-  std::unique_ptr<server::Service> svc;
-  {
-    LoadedLM fam = load_lm_arg(a.m);
-    if (fam.model.arch.model_type == "gpt2") {
-      LoadedModel lm = load_model_arg(a.m);
-      svc = std::make_unique<server::Service>(lm.path, std::move(lm.model), std::move(lm.tokenizer), so);
-    } else {
-      svc = std::make_unique<server::Service>(fam.path, std::move(fam.model), std::move(fam.tokenizer), so);
-    }
-  }
-  server::Service& service = *svc;
+  // Any family load_lm reads: every panel (attention with S from the rotated q and k on rotary models,
+  // the rotary offset chart on rotary ones, heads, circuits, patching).
+  LoadedLM lm = load_lm_arg(a.m);
+  server::Service service(lm.path, std::move(lm.model), std::move(lm.tokenizer), so);
   const bool loopback = a.o.host == "127.0.0.1" || a.o.host == "localhost" || a.o.host == "::1";
   server::serve(service, a.o, [&](const std::string& url) {
     std::cout << "qkv serve: " << url << "\n"

@@ -1,4 +1,5 @@
-// qkv — GPT-2's query, key and value projections, computed exactly and turned into experiments.
+// qkv — the query, key and value projections of real models (GPT-2, Llama, …), computed exactly and turned
+// into experiments.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -77,8 +78,8 @@ void register_all(CLI::App& app) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "qkv — GPT-2's query, key and value projections, computed exactly, and every claim about them as an "
-      "experiment you can run."};
+      "qkv — the query, key and value projections of real models (GPT-2, Llama, Mistral, Qwen2, Gemma, GPT-NeoX, "
+      "Phi-3, GPT-Neo), computed exactly, and every claim about them as an experiment you can run."};
   app.name("qkv");
   app.require_subcommand(1);
   qkv::cli::register_all(app);

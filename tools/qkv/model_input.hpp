@@ -20,24 +20,25 @@ struct ModelArgs {
 void add_model_option(CLI::App* cmd, ModelArgs& a);
 void add_input_options(CLI::App* cmd, ModelArgs& a);  // --text / --tokens (mutually exclusive)
 
-struct LoadedModel {
-  std::string path;
-  GPT2 model;
-  std::optional<Tokenizer> tokenizer;
-};
-// The GPT-2 model the experiments and training read (a clear error names the family otherwise).
-LoadedModel load_model_arg(const ModelArgs& a);
-
-// A model of any family (lm.hpp), for the commands that only run it: info, run, dump.
+// A model of any family (lm.hpp) and the tokenizer beside it: what every command reads.
 struct LoadedLM {
   std::string path;
   Model model;
   std::optional<Tokenizer> tokenizer;
 };
 LoadedLM load_lm_arg(const ModelArgs& a);
-std::vector<int> input_ids(const LoadedLM& m, const ModelArgs& a, const std::string& fallback_text = "");
-
 // ids from --tokens, else --text through the model's tokenizer, else `fallback_text` (if non-empty).
+std::vector<int> input_ids(const LoadedLM& m, const ModelArgs& a, const std::string& fallback_text = "");
+// One label per id (token_label; "#id" without a tokenizer).
+std::vector<std::string> token_labels(const LoadedLM& m, const std::vector<int>& ids);
+
+// ---- kept for the GPT-2 tour until it moves to Model (tools/qkv/cmd_tour.cpp) ----
+struct LoadedModel {
+  std::string path;
+  GPT2 model;
+  std::optional<Tokenizer> tokenizer;
+};
+LoadedModel load_model_arg(const ModelArgs& a);  // a GPT-2 checkpoint as class GPT2
 std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text = "");
 std::vector<std::string> token_labels(const LoadedModel& m, const std::vector<int>& ids);
 

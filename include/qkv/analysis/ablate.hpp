@@ -15,20 +15,21 @@ struct AblationResult {
   // mean cross-entropy of predicting token t + 1 at the positions t of the repeated half whose next token
   // is in it too; averaged over the sequences
   double loss_intact = 0, loss_qk = 0, loss_ov = 0;
-  double loss_first_half = 0;        // the same on the first copy (nothing to copy yet), intact
-  double intact_vs_model_max_abs = 0;  // the re-run forward without an edit vs the model's forward (logits)
+  double loss_first_half = 0;          // the same on the first copy (nothing to copy yet), intact
+  double intact_vs_model_max_abs = 0;  // the hooked forward without an edit vs the forward without hooks: 0
   double ov_pattern_max_abs_diff = 0;  // the head's pattern with OV ablated vs intact: must be 0
   double qk_pattern_max_abs_diff = 0;  // with QK ablated vs intact: the pattern did change
-  std::string family;                  // "" on the GPT-2 path
+  std::string family;                  // config.json's model_type
 };
 
 // repeated: sequences [bos?] r r with |r| = n (see repeated_random_tokens); bos >= 0 when one leads.
-AblationResult ablate_head(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos, int layer,
-                           int head);
-// Any family, via the forward's hooks (forward_with_intervention(const Model&, …)): OV ablated = the
-// head's z zeroed (under GQA its group's shared values stay for the other heads). intact_vs_model_max_abs
-// compares the hooked run with a plain run() (which may take the fused kernel: ~1e-6, not bit for bit).
-AblationResult ablate_head(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos, int layer,
-                           int head);
+// Through the forward's hooks (forward_with_intervention): OV ablated = the head's z zeroed (under GQA
+// its group's shared values stay for the other heads). intact_vs_model_max_abs compares the hooked run
+// without an edit with run() without hooks (both materialised): the hooks themselves change no bit.
+AblationResult ablate_head(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                           int layer, int head);
+// Kept for the GPT-2 tour until it moves to Model: ablate_head(model_view(model), …).
+AblationResult ablate_head(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                           int layer, int head);
 
 }  // namespace qkv::analysis

@@ -1,4 +1,4 @@
-// A Mathematical Framework for Transformer Circuits, on a GPT-2 checkpoint: each head's QK circuit
+// A Mathematical Framework for Transformer Circuits, on a checkpoint of any family: each head's QK circuit
 // W_Q W_Kᵀ and OV circuit W_V W_O, their norms, OV's copying score, and the Q-, K- and V-composition
 // scores between heads of different layers against a random baseline. Everything is computed from
 // the small factors: no [d, d] circuit matrix and no [V, V] matrix is ever formed.
@@ -50,7 +50,8 @@ struct GroupComposition {
   double k = 0, v = 0;
 };
 
-// The composition scores of `samples` Gaussian factor sets of these shapes (std::mt19937_64 seeded with seed).
+// The composition scores of `samples` Gaussian factor sets of these shapes (std::mt19937_64 seeded with
+// seed).
 CompositionBaseline composition_baseline(int d, int dh, int samples, uint64_t seed);
 
 struct CircuitsOptions {
@@ -58,7 +59,7 @@ struct CircuitsOptions {
   bool copying = true;    // needs W_Uᵀ W_E, one [d, d] product over the vocabulary
   int baseline_samples = 32;
   uint64_t seed = 0;
-  int target_layer = -1;  // family path: >= 0 computes only the compositions INTO that layer (the tour's)
+  int target_layer = -1;  // >= 0 computes only the compositions INTO that layer (the tour's)
 };
 
 struct CircuitsResult {
@@ -66,19 +67,18 @@ struct CircuitsResult {
   std::vector<HeadCircuit> heads;          // layer-major
   std::vector<Composition> compositions;   // every (l1, h1) → (l2, h2) with l1 < l2
   CompositionBaseline baseline;
-  // Set by the family path (any Model):
-  std::string family;                          // "" on the GPT-2 path
+  std::string family;  // config.json's model_type
   int H = 0, n_kv = 0;
   std::vector<GroupComposition> group_compositions;  // GQA only (n_kv < H): every (l1, h1) → (l2, group)
 };
 
-CircuitsResult circuits(const GPT2& model, const CircuitsOptions& options = {});
-
-// Any family, from the model's own maps (head_weights(const Model&, …)): query head h's QK circuit is
+// From the model's own maps (head_weights(const Model&, …)): query head h's QK circuit is
 // W_Q^h W_K^gᵀ with g = h / (H / n_kv) — at offset 0; with rotary it is W_Q^h R_Δ W_K^gᵀ (the tour's
 // qk_circuit_position_dependent) — its OV circuit W_V^g W_O^h. fold_ln folds the first norm's multiplier
 // (w, or Gemma's 1 + w) into the maps and the final norm's into W_U; W_U is lm_head (or the tied embedding).
 // Every score from [dh, dh] factors: no [d, d] circuit and no [V, V] matrix is formed.
 CircuitsResult circuits(const Model& model, const CircuitsOptions& options = {});
+// Kept for the GPT-2 tour until it moves to Model: circuits(model_view(model), …).
+CircuitsResult circuits(const GPT2& model, const CircuitsOptions& options = {});
 
 }  // namespace qkv::analysis

@@ -45,11 +45,12 @@ struct HeadScan {
   std::vector<HeadScores> heads;  // layer-major: heads[l·H + h]
 };
 
-// repeated: sequences of the form [bos?] r r with |r| = n. text: may be empty.
-HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
-                    const std::vector<int>& text);
-// Any family: the same scores from the forward's own hook_pattern (the model's mask and window included).
+// repeated: sequences of the form [bos?] r r with |r| = n. text: may be empty. The patterns are the
+// forward's own hook_pattern (the model's mask and window included).
 HeadScan scan_heads(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
+                    const std::vector<int>& text);
+// Kept for the GPT-2 tour until it moves to Model: scan_heads(model_view(model), …).
+HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                     const std::vector<int>& text);
 
 }  // namespace qkv::analysis

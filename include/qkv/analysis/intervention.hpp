@@ -1,10 +1,9 @@
-// GPT-2's forward with one head edited: the blocks re-run from the core ops, and in the chosen block
-// the head's pattern (its QK side) or its values (its OV side) replaced before they are mixed.
+// The forward with one head edited through its hook points: in the chosen block the head's pattern (its
+// QK side) or its values (its OV side) replaced before they are mixed.
 #pragma once
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -24,13 +23,12 @@ struct InterventionRun {
   std::vector<float> head_pattern;  // [T, T] the pattern the edited head actually used
 };
 
-InterventionRun forward_with_intervention(const GPT2& model, const std::vector<int>& ids, const HeadIntervention& iv);
-
 // Any family, through the one forward's hook points (lm.hpp): Pattern rewrites the head's rows of
 // blocks.L.attn.hook_pattern to the uniform pattern over its visible keys (j <= i, inside the layer's
 // window); Values zeroes the head's slice of blocks.L.attn.hook_z — z_h = A_h·v, so this is the head's
 // values zeroed, without touching the key/value head its GQA group shares with the other query heads.
-// The pattern is hooked in every run (mode None included), so all three take the same materialised path.
+// The pattern is hooked in every run (mode None included), and every layer's attention is materialised
+// (RunOptions::materialise_all), so the three runs differ only by the edit.
 InterventionRun forward_with_intervention(const Model& model, const std::vector<int>& ids, const HeadIntervention& iv);
 
 }  // namespace qkv::analysis

@@ -37,22 +37,22 @@ struct ScoresResult {
   // share of the biases that moves attention.
   double bias_share_softmax = 0;
   double reconstruction_max_abs = 0;  // max |xx + xb + bx + bb − S|: the slicing checked against the model
-  // Set by the family path (any Model):
-  std::string family;              // "" on the GPT-2 path
-  bool rotated = false;            // S = scale·(R_i q_i)·(R_j k_j): the forward's rotated q and k
-  double scale = 0;                // the model's multiplier of q·k (1/√dh, query_pre_attn_scalar^-½, or 1)
-  int kv_head = 0;                 // the key/value head the query head reads (GQA: head / (H / n_kv))
-  double S_vs_hook_max_abs = 0;    // S (soft-capped when the model caps) vs hook_attn_scores on the visible keys
+  std::string family;                 // config.json's model_type
+  bool rotated = false;               // S = scale·(R_i q_i)·(R_j k_j): the forward's rotated q and k
+  double scale = 0;  // the model's multiplier of q·k (1/√dh, query_pre_attn_scalar^-½, or 1)
+  int kv_head = 0;   // the key/value head the query head reads (GQA: head / (H / n_kv))
+  double S_vs_hook_max_abs =
+      0;  // S (soft-capped when the model caps) vs hook_attn_scores on the visible keys
 };
-
-ScoresResult score_asymmetry(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 // Any family: S from the forward's rotated q and k (hook_rot_q / hook_rot_k; hook_q / hook_k without
 // rotary), scaled by the model's own scale, before the soft-cap, the mask and the softmax. The four parts
 // are computed here from the model's own maps, each side rotated to its position (rotation is linear:
 // R(uW + b) = R(uW) + R(b)); with rotary, x-b and b-b are no longer constant along a row. M = W_Q W_Kᵀ
 // is the circuit at offset 0 (R_0 = I). bias_share_softmax: ‖row-centred (S − xx)‖/‖row-centred S‖ over
-// the visible keys — on GPT-2 the same number as the GPT-2 path's (there only b-x varies along a row).
+// the visible keys (on learned positions only b-x varies along a row, so it is ‖centred b-x‖/‖centred S‖).
 ScoresResult score_asymmetry(const Model& model, const std::vector<int>& ids, int layer, int head);
+// Kept for the GPT-2 tour until it moves to Model: score_asymmetry(model_view(model), …).
+ScoresResult score_asymmetry(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 }  // namespace qkv::analysis

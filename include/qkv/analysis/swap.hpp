@@ -25,19 +25,19 @@ struct SwapResult {
   double pattern_full_vs_AT_rel = 0;  // ‖pattern(S_full) − Aᵀ‖_F/‖A‖_F
   double pattern_full_vs_A_rel = 0;   // ‖pattern(S_full) − A‖_F/‖A‖_F
   double column_sum_max_dev = 0;      // max_j |Σ_i A_ij − 1|: rows of A sum to 1, columns do not
-  // Set by the family path (any Model):
-  std::string family;        // "" on the GPT-2 path
-  bool rotated = false;      // every q and k rotated to its own position (the swap moves the maps, not the positions)
-  bool has_bias = true;      // without Q/K biases the matrices-only swap IS the full swap (S_matrices = Sᵀ)
-  double scale = 0;          // the model's multiplier of q·k
+  std::string family;                 // config.json's model_type
+  bool rotated =
+      false;  // every q and k rotated to its own position (the swap moves the maps, not the positions)
+  bool has_bias = true;  // without Q/K biases the matrices-only swap IS the full swap (S_matrices = Sᵀ)
+  double scale = 0;      // the model's multiplier of q·k
 };
-
-SwapResult swap_query_key(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 // Any family: q = R_i(u W_Q + b_Q), k = R_j(u W_K^g + b_K^g) from the model's own maps (g the head's KV
 // group), scaled by the model's scale; the full swap exchanges maps and biases and keeps each row's
 // rotation at its own position, so S_full = Sᵀ still; the pattern after the swap uses the model's own
 // mask (window) and soft-cap. S_vs_model_max_abs: against hook_attn_scores on the visible keys.
 SwapResult swap_query_key(const Model& model, const std::vector<int>& ids, int layer, int head);
+// Kept for the GPT-2 tour until it moves to Model: swap_query_key(model_view(model), …).
+SwapResult swap_query_key(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 }  // namespace qkv::analysis

@@ -25,12 +25,12 @@ extern const char* const kExperimentText;
 
 // The tokens an experiment reads: `given` when not empty, else kExperimentText through `tok`, else
 // (no tokenizer) the first min(16, n_positions) ids of a seeded random sequence.
-std::vector<int> experiment_ids(const GPT2Config& c, const Tokenizer* tok, const std::vector<int>& given);
+std::vector<int> experiment_ids(const Arch& c, const Tokenizer* tok, const std::vector<int>& given);
 
 // The repeated sequence's length for heads / ablate: `requested` (0: min(50, what fits)) checked
 // against the model's positions and `bos` against its vocabulary (qkv::Error, Usage, naming
 // --seq-len / --bos).
-int repeated_length(const GPT2Config& c, int requested, int bos, int min_n);
+int repeated_length(const Arch& c, int requested, int bos, int min_n);
 
 nlohmann::json project_json(const analysis::ProjectionResult& r);
 // labels: one per token.
