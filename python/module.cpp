@@ -21,7 +21,6 @@
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/experiments_json.hpp"
 #include "qkv/report/svg.hpp"
@@ -100,9 +99,6 @@ struct PyModel {
   std::optional<qkv::Tokenizer> tok;
   std::vector<std::string> hooks;  // hook_names(lm)
   std::set<std::string> hook_set;
-  // Kept for the GPT-2 tour until it moves to Model: the class GPT2 copy exp_tour reads, loaded on first use.
-  std::mutex gpt2_mutex;
-  std::unique_ptr<qkv::GPT2> gpt2_model;
 
   explicit PyModel(const std::optional<std::string>& p) {
     path = p ? *p : qkv::default_model_path();
@@ -116,11 +112,6 @@ struct PyModel {
     hook_set = {hooks.begin(), hooks.end()};
   }
 
-  const qkv::GPT2& gpt2(const char* /*what*/) {  // kept for the GPT-2 tour until it moves to Model
-    std::lock_guard<std::mutex> g(gpt2_mutex);
-    if (!gpt2_model) gpt2_model = std::make_unique<qkv::GPT2>(qkv::load_model(path));
-    return *gpt2_model;
-  }
   const qkv::Tokenizer* tokenizer() const { return tok ? &*tok : nullptr; }
   const qkv::Tokenizer& need_tokenizer() const {
     if (!tok) qkv::usage_error(path + " has no tokenizer beside it (vocab.json + merges.txt); give token ids instead of text");

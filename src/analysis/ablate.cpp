@@ -7,6 +7,7 @@
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/intervention.hpp"
 #include "qkv/error.hpp"
+#include "qkv/lm_train.hpp"
 
 namespace qkv::analysis {
 namespace {
@@ -46,10 +47,10 @@ AblationResult ablate_head(const Model& m, const std::vector<std::vector<int>>& 
     const InterventionRun intact = forward_with_intervention(m, ids, {layer, head, HeadAblation::None});
     const InterventionRun qk = forward_with_intervention(m, ids, {layer, head, HeadAblation::Pattern});
     const InterventionRun ov = forward_with_intervention(m, ids, {layer, head, HeadAblation::Values});
-    r.loss_intact += cross_entropy(intact.logits, second, V) / r.batch;
-    r.loss_qk += cross_entropy(qk.logits, second, V) / r.batch;
-    r.loss_ov += cross_entropy(ov.logits, second, V) / r.batch;
-    r.loss_first_half += cross_entropy(intact.logits, first, V) / r.batch;
+    r.loss_intact += lm_cross_entropy(intact.logits, second, V) / r.batch;
+    r.loss_qk += lm_cross_entropy(qk.logits, second, V) / r.batch;
+    r.loss_ov += lm_cross_entropy(ov.logits, second, V) / r.batch;
+    r.loss_first_half += lm_cross_entropy(intact.logits, first, V) / r.batch;
     r.intact_vs_model_max_abs = std::max(r.intact_vs_model_max_abs, max_abs_diff(intact.logits, run(m, ids, st, plain)));
     r.ov_pattern_max_abs_diff = std::max(r.ov_pattern_max_abs_diff, max_abs_diff(ov.head_pattern, intact.head_pattern));
     r.qk_pattern_max_abs_diff = std::max(r.qk_pattern_max_abs_diff, max_abs_diff(qk.head_pattern, intact.head_pattern));

@@ -66,33 +66,6 @@ TensorCount attention_tensor_count(const std::vector<TensorSpec>& table, int lay
   return t;
 }
 
-// kept for the GPT-2 tour until it moves to Model
-AttentionDims attention_dims(const GPT2Config& c, int64_t n) {
-  return {n, c.n_embd, c.n_head, c.n_head, c.head_dim(), true, true};
-}
-
-// kept for the GPT-2 tour until it moves to Model
-TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer) {
-  const std::string prefix = "h." + std::to_string(layer) + ".attn.";
-  TensorCount t;
-  auto ends_with = [](const std::string& s, const std::string& e) {
-    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
-  };
-  for (const ParamSpec& s : table) {
-    if (s.name.rfind(prefix, 0) != 0) continue;
-    std::string shape;
-    for (int64_t v : s.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(v);
-    t.names.push_back(s.name + " [" + shape + "]");
-    if (ends_with(s.name, ".weight"))
-      t.weights += s.numel;
-    else if (ends_with(s.name, ".bias"))
-      t.biases += s.numel;
-    else
-      data_error("attention tensor " + s.name + " is neither a weight nor a bias");
-  }
-  if (t.names.empty()) usage_error("shapes: the model has no tensors under " + prefix);
-  return t;
-}
 
 AttentionDims running_example_dims() {
   return {5, 4, 2, 2, 2, false};

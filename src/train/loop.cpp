@@ -5,6 +5,7 @@
 
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/error.hpp"
+#include "qkv/lm.hpp"
 #include "qkv/train/train.hpp"
 
 namespace qkv {
@@ -48,11 +49,34 @@ HeadWatch HeadWatch::of(const std::vector<analysis::HeadScores>& heads) {
   return w;
 }
 
+namespace {
+// The GPT2's floats as a Model (no copy), for the head detector; this GPT-2-only loop goes when GPT-2 trains
+// through the family trainer.
+Model view_of(const GPT2& g) {
+  nlohmann::json cj = {{"model_type", "gpt2"}, {"vocab_size", g.config.vocab_size}, {"n_positions", g.config.n_positions},
+                       {"n_embd", g.config.n_embd}, {"n_layer", g.config.n_layer}, {"n_head", g.config.n_head},
+                       {"layer_norm_epsilon", g.config.layer_norm_epsilon}, {"qkv_attn_only", g.config.attn_only}};
+  if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
+  Model m;
+  m.arch = arch_from_config(cj, "GPT2 in memory");
+  m.table = tensor_table(m.arch);
+  m.blocks.resize(size_t(m.arch.n_layer));
+  for (size_t i = 0; i < m.table.size(); i++) {
+    const TensorSpec& s = m.table[i];
+    Weight& w = role_slot(m, m.blocks, s.role, s.layer);
+    w.name = s.name, w.shape = s.shape, w.type = WeightType::F32, w.data = g.param(s.name);
+    w.in_out = s.shape.size() == 2 && !is_embedding(s.role);
+    m.index[s.name] = i;
+  }
+  return m;
+}
+}  // namespace
+
 HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed) {
   HeadWatch w;
   if (model.config.n_layer < 1 || 2 * n > model.config.n_positions || n < 2) return w;
   const auto seqs = analysis::repeated_random_tokens(model.config.vocab_size, n, sequences, seed);
-  const auto scan = analysis::scan_heads(model, seqs, n, -1, {});
+  const auto scan = analysis::scan_heads(view_of(model), seqs, n, -1, {});
   return HeadWatch::of(scan.heads);
 }
 

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/io/safetensors.hpp"
-#include "qkv/train/train.hpp"
+#include "qkv/lm.hpp"
+#include "qkv/train/train_lm.hpp"
 
 namespace qkv {
 namespace {
@@ -16,11 +18,11 @@ namespace {
 const std::string kBundled = std::string(QKV_SOURCE_DIR) + "/models/induction";
 
 struct Bundled {
-  GPT2 model = load_model(kBundled);
+  Model model = load_lm(kBundled);
   analysis::HeadScan scan;
   Bundled() {
     const int n = 50;
-    scan = analysis::scan_heads(model, analysis::repeated_random_tokens(model.config.vocab_size, n, 16, 987654321), n,
+    scan = analysis::scan_heads(model, analysis::repeated_random_tokens(model.arch.vocab_size, n, 16, 987654321), n,
                                 -1, {});
   }
   const analysis::HeadScores& best(int layer, double analysis::HeadScores::*score) const {
@@ -37,10 +39,11 @@ const Bundled& bundled() {
 }
 
 TEST(BundledModel, IsTheTwoLayerAttentionOnlyPreset) {
-  const GPT2Config& c = bundled().model.config;
-  EXPECT_EQ(c.n_layer, 2);
-  EXPECT_TRUE(c.attn_only);
-  EXPECT_EQ(c.vocab_size, 256);
+  const Arch& a = bundled().model.arch;
+  EXPECT_EQ(a.model_type, "gpt2");
+  EXPECT_EQ(a.n_layer, 2);
+  EXPECT_TRUE(a.attn_only());
+  EXPECT_EQ(a.vocab_size, 256);
 }
 
 TEST(BundledModel, HasAPreviousTokenHeadInLayerZero) {
@@ -49,14 +52,14 @@ TEST(BundledModel, HasAPreviousTokenHeadInLayerZero) {
 }
 
 // Mean attention on the key `back` tokens before each query, over held-out sequences.
-double offset_score(const GPT2& m, const std::vector<std::vector<int>>& seqs, int layer, int head, int back) {
+double offset_score(const Model& m, const std::vector<std::vector<int>>& seqs, int layer, int head, int back) {
   double sum = 0;
   int rows = 0;
-  Activations a;
+  const std::string hook = "blocks." + std::to_string(layer) + ".attn.hook_pattern";
   for (const auto& ids : seqs) {
-    forward(m, ids, a);
+    const auto cache = run_with_cache(m, ids, [&](const std::string& n) { return n == hook; });
     const int T = int(ids.size());
-    const float* A = a.attn[size_t(layer)].A.data() + size_t(head) * T * T;
+    const float* A = cache.at(hook).data() + size_t(head) * T * T;
     for (int i = back; i < T; i++, rows++) sum += A[size_t(i) * T + (i - back)];
   }
   return sum / rows;
@@ -79,7 +82,7 @@ TEST(BundledModel, LayerOneHasAnInductionHeadKComposedWithAPreviousTokenHead) {
   EXPECT_EQ(top_k->h1, b.best(0, &analysis::HeadScores::previous_token).head)
       << "the largest K-composition into 1." << ind.head << " comes from 0." << top_k->h1
       << ", not the best previous-token head";
-  const auto seqs = analysis::repeated_random_tokens(b.model.config.vocab_size, 50, 4, 55);
+  const auto seqs = analysis::repeated_random_tokens(b.model.arch.vocab_size, 50, 4, 55);
   EXPECT_GE(offset_score(b.model, seqs, 0, top_k->h1, 1), 0.8) << "K-composition source 0." << top_k->h1;
   EXPECT_GT(top_k->k, r.baseline.k_mean + 3 * r.baseline.k_std);
 }
@@ -97,7 +100,10 @@ TEST(BundledModel, RecordsTheSettingsItWasMadeWith) {
 }
 
 TEST(BundledModel, CopiesInContext) {
-  const InContextLoss l = in_context_loss(bundled().model, 50, 32, 424242);
+  const Model& m = bundled().model;
+  std::ifstream config(kBundled + "/config.json");
+  const LmParams p = lm_params_from(m, nlohmann::json::parse(config));
+  const InContextLoss l = lm_in_context_loss(p, 50, 32, 424242);
   EXPECT_LE(l.repeated_half, 0.3);
   EXPECT_GE(l.first_half, 2.0);
 }

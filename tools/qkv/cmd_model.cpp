@@ -10,9 +10,10 @@
 #include "model_input.hpp"
 #include "output_set.hpp"
 #include "qkv/error.hpp"
-#include "qkv/inference.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/io/config_json.hpp"
+#include "qkv/lm_train.hpp"
+#include "qkv/tokenizer.hpp"
+#include "qkv/io/atomic_file.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/model_files.hpp"
@@ -185,20 +186,66 @@ std::string families_list() {
   return s;
 }
 
+struct InitArgs {
+  std::string out, preset = "small", tokenizer;
+  int n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
+  bool attn_only = false;
+  uint64_t seed = 0;
+  std::string arch, dtype = "f32";
+  std::vector<std::string> sets;
+  int shards = 1;
+};
+
+// GPT-2 of a named size (small 124M … xl, distil, tiny), with GPT-2's initialisation (the family trainer's
+// init_lm: N(0, 0.02), residual outputs scaled by 1/√(2·n_layer), LayerNorm at identity, biases 0).
+void init_gpt2_preset(const InitArgs& a) {
+  nlohmann::json c = default_config("gpt2", "small");
+  auto set = [&](const char* key, int v) {
+    if (v) c[key] = v;
+  };
+  if (a.preset == "medium") c["n_layer"] = 24, c["n_head"] = 16, c["n_embd"] = 1024;
+  if (a.preset == "large") c["n_layer"] = 36, c["n_head"] = 20, c["n_embd"] = 1280;
+  if (a.preset == "xl") c["n_layer"] = 48, c["n_head"] = 25, c["n_embd"] = 1600;
+  if (a.preset == "distil") c["n_layer"] = 6;
+  if (a.preset == "tiny") c["n_layer"] = 2, c["n_head"] = 4, c["n_embd"] = 64, c["vocab_size"] = 256;
+  if (a.preset == "tiny") c["n_positions"] = c["n_ctx"] = 128;
+  set("n_layer", a.n_layer), set("n_head", a.n_head), set("n_embd", a.n_embd), set("vocab_size", a.vocab_size);
+  if (a.n_positions) c["n_positions"] = c["n_ctx"] = a.n_positions;
+  c["qkv_attn_only"] = a.attn_only;
+  try {
+    arch_from_config(c, "qkv init");
+  } catch (const Error& e) {
+    usage_error(e.what());
+  }
+  std::optional<Tokenizer> tok;
+  if (!a.tokenizer.empty()) {
+    tok = Tokenizer::from_dir(a.tokenizer);
+    if (tok->vocab_size() > c["vocab_size"].get<int>())
+      usage_error("--tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, more than --vocab-size " +
+                  std::to_string(c["vocab_size"].get<int>()));
+  }
+  const LmParams p = init_lm(c, a.seed);
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out)) data_error(a.out + ": cannot create the output directory");
+  OutputSet files;
+  io::write_file_atomic(files.add((fs::path(a.out) / "config.json").string()), c.dump(2) + "\n");
+  save_lm(p, files.add((fs::path(a.out) / "model.safetensors").string()), {{"qkv_init_seed", std::to_string(a.seed)}});
+  if (tok) {
+    files.add((fs::path(a.out) / "vocab.json").string());
+    files.add((fs::path(a.out) / "merges.txt").string());
+    tok->write_files(a.out);
+  }
+  files.commit();
+  std::cout << "wrote " << a.out << "/ (" << p.params.size() << " parameters" << (tok ? ", tokenizer" : "") << ")\n";
+}
+
 void register_init(CLI::App& app) {
   auto* cmd = app.add_subcommand("init",
                                  "Write a randomly initialised checkpoint (HF directory): GPT-2 of a chosen "
                                  "size, or any family with --arch (" +
                                      families_list() + ")");
-  struct Args {
-    std::string out, preset = "small", tokenizer;
-    int n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
-    bool attn_only = false;
-    uint64_t seed = 0;
-    std::string arch, dtype = "f32";
-    std::vector<std::string> sets;
-    int shards = 1;
-  };
+  using Args = InitArgs;
   auto a = std::make_shared<Args>();
   // qkv init --arch: any family's config.json with the user's overrides, and random weights.
   auto init_family = [](const Args& a) {
@@ -255,47 +302,7 @@ void register_init(CLI::App& app) {
       init_family(*a);
       return;
     }
-    GPT2Config c;
-    if (a->preset == "medium") c.n_layer = 24, c.n_head = 16, c.n_embd = 1024;
-    if (a->preset == "large") c.n_layer = 36, c.n_head = 20, c.n_embd = 1280;
-    if (a->preset == "xl") c.n_layer = 48, c.n_head = 25, c.n_embd = 1600;
-    if (a->preset == "distil") c.n_layer = 6;
-    if (a->preset == "tiny") c.n_layer = 2, c.n_head = 4, c.n_embd = 64, c.n_positions = 128, c.vocab_size = 256;
-    if (a->n_layer) c.n_layer = a->n_layer;
-    if (a->n_head) c.n_head = a->n_head;
-    if (a->n_embd) c.n_embd = a->n_embd;
-    if (a->n_positions) c.n_positions = a->n_positions;
-    if (a->vocab_size) c.vocab_size = a->vocab_size;
-    c.attn_only = a->attn_only;
-    try {
-      c.validate("qkv init");
-    } catch (const Error& e) {
-      usage_error(e.what());
-    }
-    std::optional<Tokenizer> tok;
-    if (!a->tokenizer.empty()) {
-      tok = Tokenizer::from_dir(a->tokenizer);
-      if (tok->vocab_size() > c.vocab_size)
-        usage_error("--tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, more than --vocab-size " +
-                    std::to_string(c.vocab_size));
-    }
-    GPT2 m(c);
-    init_gpt2(m, a->seed);
-    std::error_code ec;
-    fs::create_directories(a->out, ec);
-    if (ec || !fs::is_directory(a->out)) data_error(a->out + ": cannot create the output directory");
-    OutputSet files;
-    io::write_config_json(files.add((fs::path(a->out) / "config.json").string()), c);
-    save_model(m, files.add((fs::path(a->out) / "model.safetensors").string()),
-               {{"qkv_init_seed", std::to_string(a->seed)}});
-    if (tok) {
-      files.add((fs::path(a->out) / "vocab.json").string());
-      files.add((fs::path(a->out) / "merges.txt").string());
-      tok->write_files(a->out);
-    }
-    files.commit();
-    std::cout << "wrote " << a->out << "/ (" << m.num_parameters() << " parameters" << (tok ? ", tokenizer" : "")
-              << ")\n";
+    init_gpt2_preset(*a);
   });
 }
 

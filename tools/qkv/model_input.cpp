@@ -73,28 +73,4 @@ std::vector<std::string> token_labels(const LoadedLM& m, const std::vector<int>&
   return out;
 }
 
-// kept for the GPT-2 tour until it moves to Model (cmd_tour.cpp calls it for GPT-2 checkpoints only)
-LoadedModel load_model_arg(const ModelArgs& a) {
-  LoadedModel m;
-  m.path = model_path(a);
-  m.model = load_model(m.path);
-  m.tokenizer = tokenizer_for_model(m.path);
-  if (m.tokenizer && m.tokenizer->vocab_size() > m.model.config.vocab_size)
-    data_error(m.path + ": tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-               " tokens but the model's vocab_size is " + std::to_string(m.model.config.vocab_size));
-  return m;
-}
-
-// kept for the GPT-2 tour until it moves to Model
-std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text) {
-  return ids_for(a, m.tokenizer, m.path, m.model.config.vocab_size, m.model.config.n_positions, fallback_text);
-}
-
-// kept for the GPT-2 tour until it moves to Model
-std::vector<std::string> token_labels(const LoadedModel& m, const std::vector<int>& ids) {
-  std::vector<std::string> out;
-  for (int id : ids) out.push_back(m.tokenizer ? token_label(*m.tokenizer, id) : "#" + std::to_string(id));
-  return out;
-}
-
 }  // namespace qkv::cli

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 #include "qkv/tokenizer.hpp"
 
 namespace qkv::cli {
@@ -31,15 +30,5 @@ LoadedLM load_lm_arg(const ModelArgs& a);
 std::vector<int> input_ids(const LoadedLM& m, const ModelArgs& a, const std::string& fallback_text = "");
 // One label per id (token_label; "#id" without a tokenizer).
 std::vector<std::string> token_labels(const LoadedLM& m, const std::vector<int>& ids);
-
-// ---- kept for the GPT-2 tour until it moves to Model (tools/qkv/cmd_tour.cpp) ----
-struct LoadedModel {
-  std::string path;
-  GPT2 model;
-  std::optional<Tokenizer> tokenizer;
-};
-LoadedModel load_model_arg(const ModelArgs& a);  // a GPT-2 checkpoint as class GPT2
-std::vector<int> input_ids(const LoadedModel& m, const ModelArgs& a, const std::string& fallback_text = "");
-std::vector<std::string> token_labels(const LoadedModel& m, const std::vector<int>& ids);
 
 }  // namespace qkv::cli

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -27,9 +26,6 @@ struct AblationResult {
 // its group's shared values stay for the other heads). intact_vs_model_max_abs compares the hooked run
 // without an edit with run() without hooks (both materialised): the hooks themselves change no bit.
 AblationResult ablate_head(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
-                           int layer, int head);
-// Kept for the GPT-2 tour until it moves to Model: ablate_head(model_view(model), …).
-AblationResult ablate_head(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                            int layer, int head);
 
 }  // namespace qkv::analysis

@@ -9,7 +9,6 @@
 
 #include "qkv/analysis/matrix.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -78,7 +77,5 @@ struct CircuitsResult {
 // (w, or Gemma's 1 + w) into the maps and the final norm's into W_U; W_U is lm_head (or the tied embedding).
 // Every score from [dh, dh] factors: no [d, d] circuit and no [V, V] matrix is formed.
 CircuitsResult circuits(const Model& model, const CircuitsOptions& options = {});
-// Kept for the GPT-2 tour until it moves to Model: circuits(model_view(model), …).
-CircuitsResult circuits(const GPT2& model, const CircuitsOptions& options = {});
 
 }  // namespace qkv::analysis

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -48,9 +47,6 @@ struct HeadScan {
 // repeated: sequences of the form [bos?] r r with |r| = n. text: may be empty. The patterns are the
 // forward's own hook_pattern (the model's mask and window included).
 HeadScan scan_heads(const Model& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
-                    const std::vector<int>& text);
-// Kept for the GPT-2 tour until it moves to Model: scan_heads(model_view(model), …).
-HeadScan scan_heads(const GPT2& model, const std::vector<std::vector<int>>& repeated, int n, int bos,
                     const std::vector<int>& text);
 
 }  // namespace qkv::analysis

@@ -8,7 +8,6 @@
 
 #include "qkv/analysis/matrix.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -20,9 +19,6 @@ struct HeadWeights {
 
 // u [T, d] · W [d, dh] + b (b may be empty): one head's q, k or v, computed here, not by the model.
 Matrix project_rows(const Matrix& u, const Matrix& W, const std::vector<double>& b);
-
-// Kept for the GPT-2 tour until it moves to Model: head_weights(model_view(m), …).
-HeadWeights head_weights(const GPT2& m, int layer, int head, bool fold_ln_1 = false);
 
 // Throws a usage qkv::Error "--layer: 7 is outside [0, 2) ..." / "--head: ..." naming the valid range.
 void check_layer(const Model& m, int layer);

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 #include "qkv/tensor.hpp"
 
 namespace qkv::analysis {
@@ -141,9 +140,5 @@ struct PathResult {
 PathResult path_patch(const Model& model, const std::vector<int>& clean, const std::vector<int>& corrupt,
                       const PathSpec& spec, PatchDirection direction, const PatchMetric& metric);
 
-// ---- kept for the GPT-2 tour until it moves to Model (src/analysis/gpt2_tour_bridge.cpp) ------------------
-
-// A view of a GPT2 as a Model over the same floats (no copy): the GPT2 must outlive the returned Model.
-Model model_view(const GPT2& gpt2);
 
 }  // namespace qkv::analysis

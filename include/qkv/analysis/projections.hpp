@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -42,7 +41,5 @@ struct ProjectionResult {
 // ln1.hook_normalized and hook_q / hook_k / hook_v (before rotation). weight_shape: the stored tensor
 // that holds Q (the fused one, or q_proj); k and v have n_kv heads; the bias trap is 0 without biases.
 ProjectionResult project(const Model& model, const std::vector<int>& ids, int layer);
-// Kept for the GPT-2 tour until it moves to Model: project(model_view(model), …).
-ProjectionResult project(const GPT2& model, const std::vector<int>& ids, int layer);
 
 }  // namespace qkv::analysis

@@ -6,7 +6,6 @@
 
 #include "qkv/analysis/matrix.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -52,7 +51,5 @@ struct ScoresResult {
 // is the circuit at offset 0 (R_0 = I). bias_share_softmax: ‖row-centred (S − xx)‖/‖row-centred S‖ over
 // the visible keys (on learned positions only b-x varies along a row, so it is ‖centred b-x‖/‖centred S‖).
 ScoresResult score_asymmetry(const Model& model, const std::vector<int>& ids, int layer, int head);
-// Kept for the GPT-2 tour until it moves to Model: score_asymmetry(model_view(model), …).
-ScoresResult score_asymmetry(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 }  // namespace qkv::analysis

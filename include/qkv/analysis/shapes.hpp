@@ -8,7 +8,7 @@
 
 #include "qkv/arch.hpp"
 #include "qkv/config.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
 
 namespace qkv::analysis {
 
@@ -58,10 +58,6 @@ struct TensorCount {
       names;  // the tensors counted, with their shapes, e.g. "h.0.attn.c_attn.weight [768, 2304]"
 };
 TensorCount attention_tensor_count(const std::vector<TensorSpec>& table, int layer);
-
-// Kept for the GPT-2 tour until it moves to Model: the same from class GPT2's config and parameter table.
-AttentionDims attention_dims(const GPT2Config& config, int64_t n);
-TensorCount attention_tensor_count(const std::vector<ParamSpec>& table, int layer);
 
 // The seed's toy sizes: n = 5, d = 4, two heads of d_k = d_v = 2 (no biases: the toy's W only pick columns).
 AttentionDims running_example_dims();

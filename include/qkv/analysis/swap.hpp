@@ -7,7 +7,6 @@
 
 #include "qkv/analysis/matrix.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv::analysis {
 
@@ -37,7 +36,5 @@ struct SwapResult {
 // rotation at its own position, so S_full = Sᵀ still; the pattern after the swap uses the model's own
 // mask (window) and soft-cap. S_vs_model_max_abs: against hook_attn_scores on the visible keys.
 SwapResult swap_query_key(const Model& model, const std::vector<int>& ids, int layer, int head);
-// Kept for the GPT-2 tour until it moves to Model: swap_query_key(model_view(model), …).
-SwapResult swap_query_key(const GPT2& model, const std::vector<int>& ids, int layer, int head);
 
 }  // namespace qkv::analysis
