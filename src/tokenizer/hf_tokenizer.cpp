@@ -725,20 +725,29 @@ std::optional<std::string> special_name(const Node& n) {
 }  // namespace
 }  // namespace tokenizer_detail
 
-Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& config_file) {
-  namespace td = tokenizer_detail;
-  using td::Node;
-  const td::json doc = td::parse_json(file);
-  const Node root{doc, file, ""};
-  root.obj();
-  auto impl = std::make_shared<Impl>();
-  auto pipe = std::make_unique<td::HfPipeline>();
-  td::HfPipeline& p = *pipe;
-  impl->source_files.push_back(file);
+namespace tokenizer_detail {
+namespace {
 
-  // ---- model ----
-  const Node model = root.at("model");
-  model.obj();
+// What from_hf_json builds, step by step: the implementation and its HF pipeline, the vocabulary by
+// string, the added tokens' names and the id range.
+struct HfBuild {
+  HfBuild(const std::string& f, const std::string& c, Node r) : file(f), config_file(c), root(std::move(r)) {}
+  const std::string& file;
+  const std::string& config_file;
+  Node root;
+  json cfg;  // tokenizer_config.json, or null
+  std::shared_ptr<Tokenizer::Impl> impl = std::make_shared<Tokenizer::Impl>();
+  std::unique_ptr<HfPipeline> pipe = std::make_unique<HfPipeline>();
+  IdMap by_string;
+  std::vector<std::pair<std::string, int>> added_names;
+  size_t n = 0;  // ids 0 .. n-1
+};
+
+// model: type BPE (no dropout, no subword prefix or suffix), its flags, and the vocabulary with the added
+// tokens' ids (n = the largest id + 1; each vocabulary id once).
+void read_vocabulary(HfBuild& b, const Node& model) {
+  const std::string& file = b.file;
+  HfPipeline& p = *b.pipe;
   const std::string type = model.has("type") ? model.at("type").str() : (model.has("merges") ? "BPE" : "");
   if (type != "BPE")
     (model.has("type") ? model.at("type") : model)
@@ -758,56 +767,55 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
   std::vector<std::pair<std::string, int>> entries;
   entries.reserve(vocab.obj().size());
   for (auto it = vocab.v.begin(); it != vocab.v.end(); ++it) {
-    const auto entry = [&] { return Node{it.value(), file, vocab.key + "." + td::json(it.key()).dump()}; };
+    const auto entry = [&] { return Node{it.value(), file, vocab.key + "." + json(it.key()).dump()}; };
     if (!it.value().is_number_integer()) entry().integer();  // throws, naming the key
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id > td::kMaxId) entry().fail("id out of range, expected 0.." + std::to_string(td::kMaxId) + ", found " + std::to_string(id));
+    if (id < 0 || id > kMaxId) entry().fail("id out of range, expected 0.." + std::to_string(kMaxId) + ", found " + std::to_string(id));
     max_id = std::max(max_id, id);
     entries.emplace_back(it.key(), static_cast<int>(id));
   }
-  static const td::json kNoAddedTokens = td::json::array();
-  const Node added = root.has("added_tokens") ? root.at("added_tokens") : Node{kNoAddedTokens, file, "added_tokens"};
+  static const json kNoAddedTokens = json::array();
+  const Node added = b.root.has("added_tokens") ? b.root.at("added_tokens") : Node{kNoAddedTokens, file, "added_tokens"};
   for (size_t i = 0; i < added.arr().size(); ++i) {
     const Node id = added.at(i).at("id");
-    if (id.integer() < 0 || id.integer() > td::kMaxId)
-      id.fail("id out of range, expected 0.." + std::to_string(td::kMaxId) + ", found " + std::to_string(id.integer()));
+    if (id.integer() < 0 || id.integer() > kMaxId)
+      id.fail("id out of range, expected 0.." + std::to_string(kMaxId) + ", found " + std::to_string(id.integer()));
     max_id = std::max(max_id, id.integer());
   }
   if (max_id < 0) vocab.fail("expected a non-empty vocabulary, found none");
-  const size_t n = static_cast<size_t>(max_id) + 1;
-  impl->token_strings.assign(n, "");
+  b.n = static_cast<size_t>(max_id) + 1;
+  const size_t n = b.n;
+  b.impl->token_strings.assign(n, "");
   std::vector<char> seen(n, 0);
-  td::IdMap by_string;
+  IdMap& by_string = b.by_string;
   by_string.reserve(entries.size());
   for (const auto& [tok, id] : entries) {
     if (seen[id]) vocab.fail("duplicate id " + std::to_string(id) + ", expected each id once (tokens " +
-                             td::json(impl->token_strings[id]).dump() + " and " + td::json(tok).dump() + ")");
+                             json(b.impl->token_strings[id]).dump() + " and " + json(tok).dump() + ")");
     seen[id] = 1;
-    impl->token_strings[id] = tok;
+    b.impl->token_strings[id] = tok;
     by_string.emplace(tok, id);
   }
 
-  // ---- normalizer, pre-tokenizer, decoder ----
-  if (root.has("normalizer")) td::add_normalizer(root.at("normalizer"), p);
-  if (root.has("pre_tokenizer")) td::add_pre_tokenizer(root.at("pre_tokenizer"), p);
-  td::Decoder dec;
-  static const td::json kNull;
-  td::add_decoder(root.has("decoder") ? root.at("decoder") : Node{kNull, file, "decoder"}, dec);
+}
 
-  // ---- added tokens (tokenizer_config.json's split_special_tokens: special ones are plain text) ----
-  const td::json cfg = config_file.empty() ? td::json(nullptr) : td::parse_json(config_file);
-  if (!config_file.empty()) Node{cfg, config_file, ""}.obj();
-  const bool split_special = !config_file.empty() && Node{cfg, config_file, ""}.boolean_or("split_special_tokens", false);
-  std::vector<std::pair<std::string, int>> added_names;
+// The added tokens (tokenizer_config.json's split_special_tokens: special ones are plain text), matched
+// before the pipeline, normalized or raw as each says.
+void read_added_tokens(HfBuild& b) {
+  const std::string& file = b.file;
+  HfPipeline& p = *b.pipe;
+  static const json kNoAddedTokens = json::array();
+  const Node added = b.root.has("added_tokens") ? b.root.at("added_tokens") : Node{kNoAddedTokens, file, "added_tokens"};
+  const bool split_special = !b.config_file.empty() && Node{b.cfg, b.config_file, ""}.boolean_or("split_special_tokens", false);
   for (size_t i = 0; i < added.arr().size(); ++i) {
     const Node a = added.at(i);
     const int id = static_cast<int>(a.at("id").integer());
     const std::string content = a.at("content").str();
     if (content.empty()) a.at("content").fail("expected a non-empty token, found an empty string");
-    impl->token_strings[id] = content;  // (HF: an added token's content wins over the vocabulary's string)
-    td::AddedToken t{content, id, a.boolean_or("lstrip", false), a.boolean_or("rstrip", false),
+    b.impl->token_strings[id] = content;  // (HF: an added token's content wins over the vocabulary's string)
+    AddedToken t{content, id, a.boolean_or("lstrip", false), a.boolean_or("rstrip", false),
                      a.boolean_or("single_word", false)};
-    added_names.emplace_back(content, id);
+    b.added_names.emplace_back(content, id);
     if (split_special && a.boolean_or("special", false)) continue;  // matched as plain text
     if (a.boolean_or("normalized", false)) {
       t.content = p.normalize(content);
@@ -817,13 +825,18 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     }
   }
 
-  // ---- merges ----
+}
+
+// The merges, in rank order (a repeated pair takes its last rank, as HF's map does), and the unknown token.
+void read_merges(HfBuild& build, const Node& model) {
+  HfPipeline& p = *build.pipe;
+  const IdMap& by_string = build.by_string;
   const Node merges = model.at("merges");
-  impl->merges.reserve(merges.arr().size());
-  impl->merge_of.reserve(merges.v.size());
+  build.impl->merges.reserve(merges.arr().size());
+  build.impl->merge_of.reserve(merges.v.size());
   std::string left, right;
   for (size_t i = 0; i < merges.v.size(); ++i) {
-    const td::json& mv = merges.v[i];
+    const json& mv = merges.v[i];
     // The fast path: ["left", "right"] with both strings.
     if (mv.is_array() && mv.size() == 2 && mv[0].is_string() && mv[1].is_string()) {
       const std::string& a = mv[0].get_ref<const std::string&>();
@@ -833,9 +846,9 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
         left = a;
         left += b;
         if (auto res = by_string.find(left); res != by_string.end()) {
-          const int rank = static_cast<int>(impl->merges.size());
-          impl->merges.emplace_back(l->second, r->second);
-          impl->merge_of.insert_or_assign(td::pair_key(l->second, r->second), Impl::Merge{rank, res->second});
+          const int rank = static_cast<int>(build.impl->merges.size());
+          build.impl->merges.emplace_back(l->second, r->second);
+          build.impl->merge_of.insert_or_assign(pair_key(l->second, r->second), Tokenizer::Impl::Merge{rank, res->second});
           continue;
         }
       }
@@ -853,30 +866,35 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
       m.expected("\"left right\" or [\"left\", \"right\"]");
     }
     auto l = by_string.find(left), r = by_string.find(right), res = by_string.find(left + right);
-    if (l == by_string.end()) m.fail("unknown token, expected a token of model.vocab, found " + td::json(left).dump());
-    if (r == by_string.end()) m.fail("unknown token, expected a token of model.vocab, found " + td::json(right).dump());
+    if (l == by_string.end()) m.fail("unknown token, expected a token of model.vocab, found " + json(left).dump());
+    if (r == by_string.end()) m.fail("unknown token, expected a token of model.vocab, found " + json(right).dump());
     if (res == by_string.end())
-      m.fail("merged token not in vocabulary, expected " + td::json(left + right).dump() + " in model.vocab, found no such token");
-    const int rank = static_cast<int>(impl->merges.size());
-    impl->merges.emplace_back(l->second, r->second);
+      m.fail("merged token not in vocabulary, expected " + json(left + right).dump() + " in model.vocab, found no such token");
+    const int rank = static_cast<int>(build.impl->merges.size());
+    build.impl->merges.emplace_back(l->second, r->second);
     // HF collects the merges into a map: a repeated pair takes its last rank.
-    impl->merge_of.insert_or_assign(td::pair_key(l->second, r->second), Impl::Merge{rank, res->second});
+    build.impl->merge_of.insert_or_assign(pair_key(l->second, r->second), Tokenizer::Impl::Merge{rank, res->second});
   }
   if (model.has("unk_token")) {
     const Node u = model.at("unk_token");
     auto it = by_string.find(u.str());
-    if (it == by_string.end()) u.fail("unknown token, expected a token of model.vocab, found " + td::json(u.str()).dump());
+    if (it == by_string.end()) u.fail("unknown token, expected a token of model.vocab, found " + json(u.str()).dump());
     p.unk = it->second;
   }
 
-  // ---- the model's alphabet ----
-  impl->byte_id.fill(-1);
+}
+
+// The byte-level alphabet (every byte's symbol) and the byte-fallback tokens <0xNN>.
+void read_alphabet(HfBuild& build) {
+  HfPipeline& p = *build.pipe;
+  const IdMap& by_string = build.by_string;
+  build.impl->byte_id.fill(-1);
   if (p.byte_level) {
     for (int b = 0; b < 256; ++b)
-      if (auto it = by_string.find(td::byte_symbol(static_cast<unsigned char>(b))); it != by_string.end())
-        impl->byte_id[b] = it->second;
+      if (auto it = by_string.find(byte_symbol(static_cast<unsigned char>(b))); it != by_string.end())
+        build.impl->byte_id[b] = it->second;
     p.vocab.reserve(by_string.size());
-    for (const auto& [tok, id] : by_string) p.vocab.emplace(td::symbols_to_bytes(tok), id);
+    for (const auto& [tok, id] : by_string) p.vocab.emplace(symbols_to_bytes(tok), id);
   }
   p.fallback.fill(-1);
   if (p.byte_fallback)
@@ -886,20 +904,12 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
       if (auto it = by_string.find(name); it != by_string.end()) p.fallback[b] = it->second;
     }
 
-  // ---- decoding ----
-  impl->token_bytes.resize(n);
-  for (size_t id = 0; id < n; ++id) impl->token_bytes[id] = td::decode_token(dec, impl->token_strings[id]);
-  p.strip_leading = dec.strip_text;
-  p.join_with_space = dec.none;
+}
 
-  // ---- BOS/EOS: tokenizer_config.json (+ special_tokens_map.json), else the post-processor ----
-  const auto id_of = [&](const std::string& name) -> int {
-    for (const auto& [c, id] : added_names)
-      if (c == name) return id;
-    auto it = by_string.find(name);
-    return it == by_string.end() ? -1 : it->second;
-  };
-  std::vector<int> prefix, suffix;
+// The post-processor's template: the ids before (prefix) and after (suffix) the text.
+void read_post_processor(const HfBuild& b, std::vector<int>& prefix, std::vector<int>& suffix) {
+  const Node& root = b.root;
+  const size_t n = b.n;
   if (root.has("post_processor")) {
     std::function<void(const Node&)> post = [&](const Node& pp) {
       const std::string t = pp.type();
@@ -916,7 +926,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
             after = true;
           } else if (piece.has("SpecialToken")) {
             const std::string name = piece.at("SpecialToken").at("id").str();
-            if (!specials.obj().contains(name)) piece.fail("special token " + td::json(name).dump() + " not in special_tokens");
+            if (!specials.obj().contains(name)) piece.fail("special token " + json(name).dump() + " not in special_tokens");
             const Node ids = specials.at(name.c_str()).at("ids");
             for (size_t k = 0; k < ids.arr().size(); ++k) {
               const Node idn = ids.at(k);
@@ -943,12 +953,27 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     };
     post(root.at("post_processor"));
   }
+}
 
+// BOS/EOS: tokenizer_config.json (+ special_tokens_map.json), else the post-processor's template.
+void read_bos_eos(HfBuild& b) {
+  const std::string& file = b.file;
+  const std::string& config_file = b.config_file;
+  const json& cfg = b.cfg;
+  const IdMap& by_string = b.by_string;
+  const auto id_of = [&](const std::string& name) -> int {
+    for (const auto& [c, id] : b.added_names)
+      if (c == name) return id;
+    auto it = by_string.find(name);
+    return it == by_string.end() ? -1 : it->second;
+  };
+  std::vector<int> prefix, suffix;
+  read_post_processor(b, prefix, suffix);
   std::optional<std::string> bos_name, eos_name;
   std::optional<bool> add_bos, add_eos;
   const auto read_names = [&](const Node& c) {
-    if (!bos_name && c.has("bos_token")) bos_name = td::special_name(c.at("bos_token"));
-    if (!eos_name && c.has("eos_token")) eos_name = td::special_name(c.at("eos_token"));
+    if (!bos_name && c.has("bos_token")) bos_name = special_name(c.at("bos_token"));
+    if (!eos_name && c.has("eos_token")) eos_name = special_name(c.at("eos_token"));
   };
   std::string config_dir;
   if (!config_file.empty()) {
@@ -956,7 +981,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     read_names(c);
     if (c.has("add_bos_token")) add_bos = c.at("add_bos_token").boolean();
     if (c.has("add_eos_token")) add_eos = c.at("add_eos_token").boolean();
-    impl->source_files.push_back(config_file);
+    b.impl->source_files.push_back(config_file);
     config_dir = std::filesystem::path(config_file).parent_path().string();
   } else {
     config_dir = std::filesystem::path(file).parent_path().string();
@@ -965,7 +990,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     const std::filesystem::path stm = std::filesystem::path(config_dir.empty() ? "." : config_dir) / "special_tokens_map.json";
     std::error_code ec;
     if (std::filesystem::is_regular_file(stm, ec)) {
-      const td::json m = td::parse_json(stm.string());
+      const json m = parse_json(stm.string());
       read_names(Node{m, stm.string(), ""});
     }
   }
@@ -974,46 +999,84 @@ Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& co
     const int id = id_of(*name);
     if (id < 0)
       data_error((config_file.empty() ? file : config_file) + ": " + key + ": unknown token, expected a token of " + file +
-                 ", found " + td::json(*name).dump());
+                 ", found " + json(*name).dump());
     return id;
   };
-  impl->bos = resolve(bos_name, "bos_token");
-  impl->eos = resolve(eos_name, "eos_token");
-  if (impl->bos < 0 && !prefix.empty()) impl->bos = prefix.front();
-  if (impl->eos < 0 && !suffix.empty()) impl->eos = suffix.back();
+  b.impl->bos = resolve(bos_name, "bos_token");
+  b.impl->eos = resolve(eos_name, "eos_token");
+  if (b.impl->bos < 0 && !prefix.empty()) b.impl->bos = prefix.front();
+  if (b.impl->eos < 0 && !suffix.empty()) b.impl->eos = suffix.back();
   if (add_bos || add_eos) {
     // transformers' LlamaTokenizerFast/GemmaTokenizerFast (and PreTrainedTokenizerFast given these
     // keys) rebuild the template: [BOS if add_bos_token] text [EOS if add_eos_token].
-    const bool b = add_bos ? *add_bos : (!prefix.empty() && prefix.front() == impl->bos);
-    const bool e = add_eos ? *add_eos : (!suffix.empty() && suffix.back() == impl->eos);
-    if (b && impl->bos < 0) data_error(config_file + ": add_bos_token: true, but there is no bos_token");
-    if (e && impl->eos < 0) data_error(config_file + ": add_eos_token: true, but there is no eos_token");
+    const bool with_bos = add_bos ? *add_bos : (!prefix.empty() && prefix.front() == b.impl->bos);
+    const bool with_eos = add_eos ? *add_eos : (!suffix.empty() && suffix.back() == b.impl->eos);
+    if (with_bos && b.impl->bos < 0) data_error(config_file + ": add_bos_token: true, but there is no bos_token");
+    if (with_eos && b.impl->eos < 0) data_error(config_file + ": add_eos_token: true, but there is no eos_token");
     prefix.clear(), suffix.clear();
-    if (b) prefix.push_back(impl->bos);
-    if (e) suffix.push_back(impl->eos);
+    if (with_bos) prefix.push_back(b.impl->bos);
+    if (with_eos) suffix.push_back(b.impl->eos);
   }
-  impl->prefix = std::move(prefix);
-  impl->suffix = std::move(suffix);
+  b.impl->prefix = std::move(prefix);
+  b.impl->suffix = std::move(suffix);
 
-  // ---- description ----
+}
+
+// One line for `qkv tokenize` and `qkv info`: the kind, the pipeline's steps, the added tokens, BOS.
+std::string describe(const HfBuild& b) {
+  const HfPipeline& p = *b.pipe;
+  const size_t n = b.n;
   std::string d = "tokenizer.json BPE, " + std::to_string(n) + " tokens";
   d += p.byte_level ? ", byte-level" : ", characters";
   if (p.byte_fallback) d += " + byte fallback";
-  for (const td::NormStep& s : p.norm) {
-    if (s.kind == td::NormStep::Unicode) d += ", Unicode normalizer";
-    else if (s.kind == td::NormStep::Prepend) d += ", prepends " + td::json(s.a).dump();
+  for (const NormStep& s : p.norm) {
+    if (s.kind == NormStep::Unicode) d += ", Unicode normalizer";
+    else if (s.kind == NormStep::Prepend) d += ", prepends " + json(s.a).dump();
   }
-  for (const td::PreStep& s : p.pre)
-    if (s.kind == td::PreStep::Split && s.re) d += ", split regex";
-    else if (s.kind == td::PreStep::Metaspace) d += ", Metaspace";
+  for (const PreStep& s : p.pre)
+    if (s.kind == PreStep::Split && s.re) d += ", split regex";
+    else if (s.kind == PreStep::Metaspace) d += ", Metaspace";
   if (p.ignore_merges) d += ", ignore_merges";
-  d += ", " + std::to_string(added_names.size()) + " added tokens";
-  d += impl->bos >= 0 ? ", BOS " + impl->token_strings[impl->bos] : ", no BOS token";
-  impl->describe = d;
+  d += ", " + std::to_string(b.added_names.size()) + " added tokens";
+  d += b.impl->bos >= 0 ? ", BOS " + b.impl->token_strings[b.impl->bos] : ", no BOS token";
+  return d;
 
-  if (!p.byte_level) p.vocab = std::move(by_string);
-  impl->hf.reset(pipe.release());
-  return Tokenizer(std::move(impl));
+}
+
+}  // namespace
+}  // namespace tokenizer_detail
+
+Tokenizer Tokenizer::from_hf_json(const std::string& file, const std::string& config_file) {
+  namespace td = tokenizer_detail;
+  const td::json doc = td::parse_json(file);
+  td::HfBuild b(file, config_file, td::Node{doc, file, ""});
+  b.root.obj();
+  b.impl->source_files.push_back(file);
+  td::HfPipeline& p = *b.pipe;
+  const td::Node model = b.root.at("model");
+  model.obj();
+  td::read_vocabulary(b, model);
+  if (b.root.has("normalizer")) td::add_normalizer(b.root.at("normalizer"), p);
+  if (b.root.has("pre_tokenizer")) td::add_pre_tokenizer(b.root.at("pre_tokenizer"), p);
+  td::Decoder dec;
+  static const td::json kNull;
+  td::add_decoder(b.root.has("decoder") ? b.root.at("decoder") : td::Node{kNull, file, "decoder"}, dec);
+  if (!config_file.empty()) {
+    b.cfg = td::parse_json(config_file);
+    td::Node{b.cfg, config_file, ""}.obj();
+  }
+  td::read_added_tokens(b);
+  td::read_merges(b, model);
+  td::read_alphabet(b);
+  b.impl->token_bytes.resize(b.n);  // decoding
+  for (size_t id = 0; id < b.n; ++id) b.impl->token_bytes[id] = td::decode_token(dec, b.impl->token_strings[id]);
+  p.strip_leading = dec.strip_text;
+  p.join_with_space = dec.none;
+  td::read_bos_eos(b);
+  b.impl->describe = td::describe(b);
+  if (!p.byte_level) p.vocab = std::move(b.by_string);
+  b.impl->hf.reset(b.pipe.release());
+  return Tokenizer(std::move(b.impl));
 }
 
 }  // namespace qkv
