@@ -1,36 +1,58 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh) and runs the whole test suite with CTest, then the robustness stages of
-# docs/robustness.md:
-#   1. the normal (Release) build: every GoogleTest, CLI and fuzz-replay test;
-#   1b. on that build: `import qkv`'s pytest suite, examples/tour.ipynb executed, and tests/package/ (a
-#       consumer of `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
-#   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh, ~2 min, and
-#      tests/train/retrain_llama.sh, ~2 min quiet): they must reproduce models/induction and
-#      models/induction-llama — byte for byte with the same thread count;
-#   3. the same suite built with ASan + UBSan (build-asan: -O1 -g, the sanitizers' usual level — about a
-#      third less compile time than -O2 on these 2 cores; no benchmarks);
-#   4. every libFuzzer target for QKV_FUZZ_SECONDS (default 45) under ASan + UBSan (build-fuzz, clang 14);
-#   5. the attention kernels cross-compiled for aarch64 and checked under qemu-aarch64 (tests/arm/run.sh,
-#      build-arm; installs g++-aarch64-linux-gnu and qemu-user when missing).
-# Environment: QKV_BUILD_DIR (default build); QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0 /
-# QKV_TEST_ARM=0 skip stage 2 / 3 / 4 / 5 (CI runs all five); QKV_FUZZ_SECONDS.
+# Sets up (scripts/setup.sh, then the test-only packages) and runs every test, stage by stage:
+#   1. the normal (Release) build with tests and benchmarks: every GoogleTest, CLI and fuzz-replay test;
+#   1b. on that build: `import qkv`'s pytest suite, the notebooks executed, and tests/package/ (a consumer of
+#       `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
+#   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh and retrain_llama.sh): they must
+#      reproduce models/induction and models/induction-llama byte for byte with the same thread count;
+#   3. one clang build with ASan + UBSan and libFuzzer's coverage (build-san: -O1, line tables; no Python, no
+#      benchmarks): the whole suite under the sanitizers, then every libFuzzer target for QKV_FUZZ_SECONDS
+#      (default 45) from the same build;
+#   4. the attention kernels cross-compiled for aarch64 and checked under qemu-aarch64 (tests/arm/run.sh).
+# Environment: QKV_BUILD_DIR (default build); QKV_TEST_PYTHON=0 / QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 /
+# QKV_TEST_FUZZ=0 / QKV_TEST_ARM=0 skip a stage (CI runs them all); QKV_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+stage_start=$t0
+stage() {  # prints how long the stage that just ended took
+  local now
+  now=$(date +%s)
+  echo "qkv test: $1 $((now - stage_start))s" >&2
+  stage_start=$now
+}
+
 bash scripts/setup.sh
+stage "setup (the main job's packages and build)"
+source scripts/apt.sh
+# Test-only packages, in one apt call: GoogleTest/Benchmark, clang 14 with libFuzzer and its OpenMP, the
+# browser tests' Chromium, Open MPI (qkv sweep over ranks), PyTorch (float64 references), pytest and
+# nbconvert, and the aarch64 cross compiler + qemu (stage 4).
+test_packages=(libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
+               curl chromium libopenmpi-dev openmpi-bin python3-torch python3-pytest jupyter-nbconvert
+               python3-ipykernel)
+[ "${QKV_TEST_ARM:-1}" != 0 ] && test_packages+=(g++-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)
+# Node.js and npm for the browser and peer tests: Debian's only where none is on PATH already (a machine may
+# carry another Node.js build, which Debian's npm package conflicts with).
+command -v node >/dev/null 2>&1 || test_packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || test_packages+=(npm)
+qkv_apt_install "${test_packages[@]}"
+stage "test packages"
+
 build=${QKV_BUILD_DIR:-build}
+cmake -S . -B "$build" -DQKV_BUILD_TESTS=ON -DQKV_BUILD_BENCH=ON >/dev/null
+cmake --build "$build" -j "$(nproc)"
+stage "normal build (tests and benchmarks)"
 # ctest runs $(nproc) tests at once: one thread each, and OpenMP threads that sleep instead of spinning,
 # so tests do not oversubscribe the cores (spinning OpenMP/BLIS teams stall for seconds under contention).
 export QKV_THREADS=${QKV_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # A failing stage does not stop the later ones (all failures show in one run); the exit status does.
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
-t1=$(date +%s)
-echo "qkv test: normal build and suite $((t1 - t0))s" >&2
+stage "normal suite"
 
-# ---- python and package (issue 17; owned by python/, tests/python/, examples/, tests/package/) ----
-# On the normal build: the pytest suite of `import qkv`, the notebook executed (a cell that errors fails
-# it), and a separate CMake project built against `cmake --install` of this build. QKV_TEST_PYTHON=0 skips.
+# ---- python and package: the pytest suite of `import qkv`, the notebooks executed (a cell that errors
+# fails it), and a separate CMake project built against `cmake --install` of this build ----
 if [ "${QKV_TEST_PYTHON:-1}" != 0 ]; then
   if ! ls "$build"/python/qkv/_qkv*.so >/dev/null 2>&1; then
     echo "qkv test: $build/python/qkv has no extension module (pybind11-dev / python3-dev missing?)" >&2
@@ -42,54 +64,49 @@ if [ "${QKV_TEST_PYTHON:-1}" != 0 ]; then
     if [ $pyrc = 5 ]; then echo "qkv test: pytest collected no tests in tests/python" >&2; fi
     [ $pyrc = 0 ] || status=1
     nbdir=$(mktemp -d)
-    PYTHONPATH="$PWD/$build/python" jupyter nbconvert --to notebook --execute examples/tour.ipynb \
-      --ExecutePreprocessor.timeout=600 --output-dir "$nbdir" --output tour.executed.ipynb || status=1
+    for nb in examples/*.ipynb; do
+      PYTHONPATH="$PWD/$build/python" jupyter nbconvert --to notebook --execute "$nb" \
+        --ExecutePreprocessor.timeout=600 --output-dir "$nbdir" --output "$(basename "$nb" .ipynb).executed.ipynb" ||
+        status=1
+    done
     rm -rf "$nbdir"
   fi
   bash tests/package/run.sh "$build" || status=1
-  t2=$(date +%s)
-  echo "qkv test: python (pytest, notebook) and the installed package's consumer $((t2 - t1))s" >&2
-  t1=$t2
+  stage "python (pytest, notebooks) and the installed package's consumer"
 fi
-# ---- end python and package ----
 
 if [ "${QKV_TEST_RETRAIN:-1}" != 0 ]; then
   bash tests/train/retrain_bundled.sh "$build/qkv" "$PWD" || status=1
-  t2=$(date +%s)
-  echo "qkv test: bundled model retrained and compared $((t2 - t1))s" >&2
-  t1=$t2
+  stage "bundled model (models/induction) retrained and compared"
   bash tests/train/retrain_llama.sh "$build/qkv" "$PWD" || status=1
-  t2=$(date +%s)
-  echo "qkv test: bundled Llama-shaped model (models/induction-llama) retrained and compared $((t2 - t1))s" >&2
-  t1=$t2
+  stage "bundled Llama-shaped model (models/induction-llama) retrained and compared"
 fi
 
+# ---- stage 3: one sanitizer build serves the suite and the fuzzers ----
+san=build-san
+if [ "${QKV_TEST_SANITIZE:-1}" != 0 ] || [ "${QKV_TEST_FUZZ:-1}" != 0 ]; then
+  CC=clang-14 CXX=clang++-14 cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DQKV_SANITIZE=ON -DQKV_FUZZ=ON \
+    -DQKV_PYTHON=OFF -DQKV_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$san" -j "$(nproc)"
+  stage "sanitizer build (clang, ASan + UBSan + libFuzzer coverage)"
+fi
 if [ "${QKV_TEST_SANITIZE:-1}" != 0 ]; then
-  asan=build-asan
-  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" \
-    -DQKV_SANITIZE=ON -DQKV_PYTHON=OFF -DQKV_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$asan" -j "$(nproc)"
   # Leaks are checked (suppressions file for third-party runtimes only); UBSan stops at the first report.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   LSAN_OPTIONS=suppressions=$PWD/tests/robustness/sanitizers/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$asan" --output-on-failure -j "$(nproc)" --timeout 600 || status=1
-  t2=$(date +%s)
-  echo "qkv test: ASan + UBSan build and suite $((t2 - t1))s" >&2
-  t1=$t2
+    ctest --test-dir "$san" --output-on-failure -j "$(nproc)" --timeout 600 || status=1
+  stage "ASan + UBSan suite"
 fi
-
 if [ "${QKV_TEST_FUZZ:-1}" != 0 ]; then
-  bash fuzz/run.sh build-fuzz || status=1
-  echo "qkv test: fuzzing $(($(date +%s) - t1))s" >&2
+  bash fuzz/run.sh "$san" || status=1
+  stage "fuzzing"
 fi
 
-# ---- stage 5: aarch64 NEON kernels under qemu (tests/arm/run.sh) ----
 if [ "${QKV_TEST_ARM:-1}" != 0 ]; then
-  ta=$(date +%s)
   bash tests/arm/run.sh build-arm || status=1
-  echo "qkv test: aarch64 kernels under qemu $(($(date +%s) - ta))s" >&2
+  stage "aarch64 kernels under qemu"
 fi
-# ---- end of stage 5 ----
 echo "qkv test: $([ $status = 0 ] && echo 'all stages passed' || echo 'FAILED') in $(($(date +%s) - t0))s" >&2
 exit $status
