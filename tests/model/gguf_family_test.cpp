@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
