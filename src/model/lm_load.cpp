@@ -418,12 +418,8 @@ Model load_lm(const std::string& path) {
                dtype_summary(m) + ")";
     return m;
   }
-  // GGUF: llama.cpp's gpt2 through the GPT-2 loader; llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
-  if (ends_with(path, ".gguf")) {
-    const io::GgufFile f = io::GgufFile::open(path);
-    if (f.metadata().get_string("general.architecture") != "gpt2") return load_gguf_lm(path);
-    return from_gpt2(load_model(path), path);
-  }
+  // GGUF: llama.cpp's gpt2, llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
+  if (ends_with(path, ".gguf")) return load_gguf_lm(path);
   // llm.c .bin: GPT-2 as views into the mapped file (llmc_load.cpp).
   if (ends_with(path, ".bin")) return load_llmc_lm(path);
   usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");

@@ -9,7 +9,6 @@
 
 #include "qkv/error.hpp"
 #include "qkv/io/config_json.hpp"
-#include "qkv/io/gguf_gpt2.hpp"
 #include "qkv/io/llmc.hpp"
 #include "qkv/io/safetensors.hpp"
 #include "qkv/model.hpp"
@@ -111,8 +110,8 @@ GPT2 load_model(const std::string& path) {
     m = from_safetensors(f, config, path);
     m.source = path + " (safetensors" + std::string(it != f.metadata().end() ? ", config in __metadata__" : "") + ")";
     check_finite(m, path);
-  } else if (ends_with(path, ".gguf")) {  // llama.cpp's format: src/model/gguf_gpt2.cpp
-    m = load_gguf_gpt2(path);
+  } else if (ends_with(path, ".gguf")) {  // llama.cpp's format: load_lm (src/model/gguf_family.cpp)
+    usage_error(path + ": GGUF files load through the family engine (load_lm), not the GPT2 class");
   } else if (ends_with(path, ".bin")) {
     io::LlmcCheckpoint ck = io::read_llmc(path);
     m = GPT2(ck.config);
