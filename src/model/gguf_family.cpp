@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/family.hpp"

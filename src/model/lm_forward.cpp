@@ -4,6 +4,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
@@ -245,6 +246,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int total = qd + 2 * kvd;
   grow(st.qkv, size_t(T) * total);
   float* P = st.qkv.data();
+  std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
     linear(P, total, u, T, w.wq, &w.bq, st.wbuf);
     linear(P + qd, total, u, T, w.wk, &w.bk, st.wbuf);
@@ -264,17 +266,20 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
     to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return qd + h * dh; });
     to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return qd + kvd + h * dh; });
   }
+  scope.reset();
   hook_heads(c, b, "hook_q", st.q.data(), H, dh);
   hook_heads(c, b, "hook_k", st.k.data(), K, dh);
   hook_heads(c, b, "hook_v", st.v.data(), K, dh);
   KvCache* cache = c.cache;
   const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1
   if (a.rotary()) {
+    scope.emplace("rotary");
     std::vector<float> cs, sn;
     rope_tables(a, off + T, cs, sn);
     const size_t o = size_t(off) * (a.rotary_dim / 2);
     rope_apply(st.q.data(), H, T, dh, a, cs.data() + o, sn.data() + o);
     rope_apply(st.k.data(), K, T, dh, a, cs.data() + o, sn.data() + o);
+    scope.reset();
     hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
     hook_heads(c, b, "hook_rot_k", st.k.data(), K, dh);
   }
@@ -282,6 +287,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int win = a.window_of(l);
   const bool materialise = c.materialise_all || c.wants(b, "hook_attn_scores") || c.wants(b, "hook_pattern") || a.attn_softcap > 0 ||
                            (win > 0 && win < T);
+  scope.emplace(cache || materialise ? "attention (materialised)" : "attention (flash)");
   if (cache) {
     // Append the new rows' (rotated) keys and values, then attend over everything cached.
     std::vector<float>& kc = cache->k[size_t(l)];
@@ -300,7 +306,9 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   // z [H, T, dh] -> zm [T, H·dh] (which is TransformerLens's hook_z [T, H, dh] as it lies)
   grow(st.zm, size_t(T) * qd);
   heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
+  scope.reset();
   c.maybe(b, "hook_z", st.zm.data(), {T, H, dh});
+  scope.emplace("W_O");
   linear(out, d, st.zm.data(), T, w.wo, &w.bo, st.wbuf);
 }
 
@@ -502,10 +510,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
       grow(st.xin, Td);
       std::copy_n(x, Td, st.xin.data());
     }
-    {
-      profile::Scope p_("attention block (q, k, v, scores, mix, W_O)");
-      attention_block(c, l, u, att);
-    }
+    attention_block(c, l, u, att);
     if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, T, d);
     c.maybe(b, "hook_attn_out", att, {T, d});
     if (!a.attn_only()) {

@@ -15,7 +15,6 @@
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/safetensors.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace fs = std::filesystem;
 
@@ -277,32 +276,6 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
                    "(tie_word_embeddings); refusing to guess which one is meant");
     }
   }
-  return m;
-}
-
-// An llm.c checkpoint (or anything the GPT-2 loader reads) as a family model owning its floats.
-Model from_gpt2(GPT2 g, const std::string& path) {
-  json cj = {{"model_type", "gpt2"}, {"vocab_size", g.config.vocab_size}, {"n_positions", g.config.n_positions},
-             {"n_embd", g.config.n_embd}, {"n_layer", g.config.n_layer}, {"n_head", g.config.n_head},
-             {"layer_norm_epsilon", g.config.layer_norm_epsilon}, {"qkv_attn_only", g.config.attn_only}};
-  if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
-  Model m;
-  m.arch = arch_from_config(cj, path);
-  m.path = path;
-  m.source = g.source;
-  m.table = tensor_table(m.arch);
-  m.blocks.resize(size_t(m.arch.n_layer));
-  auto owned = std::make_shared<std::vector<float>>(std::move(g.params));
-  for (const auto& s : m.table) {
-    Weight* w = slot(m, s);
-    w->name = s.name;
-    w->shape = s.shape;
-    w->type = WeightType::F32;
-    w->data = owned->data() + g.spec(s.name).offset;
-    w->in_out = s.shape.size() == 2 && !is_embedding(s.role);
-  }
-  for (size_t i = 0; i < m.table.size(); i++) m.index[m.table[i].name] = i;
-  m.keep_alive.push_back(owned);
   return m;
 }
 

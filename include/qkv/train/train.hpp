@@ -17,7 +17,7 @@ struct TrainSettings {
   double lr = 1e-3;          // peak learning rate
   double min_lr_ratio = 0.1; // cosine decays to lr · min_lr_ratio
   int warmup = 100;          // linear warm-up steps
-  double weight_decay = 0.1; // decoupled, on ParamSpec::decay parameters only
+  double weight_decay = 0.1; // decoupled, on lm_decay_mask's parameters only
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   double clip = 1.0;         // global gradient-norm clip (0 = off)
   uint64_t seed = 0;
