@@ -217,8 +217,12 @@ function tokenizerCases() {
 async function checkTokenizer(c) {
   const t0 = Date.now();
   const dir = `${work}/tok_${c.arch}_${c.name.split(" ")[0]}`;
-  const layers = c.arch === "gpt2" ? "n_layer=1" : "num_hidden_layers=1";
-  run(["init", "--arch", c.arch, "--preset", "tiny", "--out", dir, "--set", `vocab_size=${c.vocab}`, "--set", layers]);
+  // One 32-wide layer: the vocabulary is the size that matters here.
+  const shape = c.arch === "gpt2"
+    ? { n_layer: 1, n_embd: 32, n_head: 2 }
+    : { num_hidden_layers: 1, hidden_size: 32, intermediate_size: 32, num_attention_heads: 2, num_key_value_heads: 1,
+        head_dim: 16, tie_word_embeddings: true };
+  run(["init", "--arch", c.arch, "--preset", "tiny", "--out", dir, ...setArgs({ vocab_size: c.vocab, ...shape })]);
   for (const f of c.files) copyFileSync(`${c.dir}/${f}`, `${dir}/${f}`);
   const file = `${dir}.gguf`;
   run(["convert", "--type", "q8_0", dir, file]);
