@@ -9,6 +9,7 @@
 //     position (max |Δ log p − mean| ≤ 1e-2, which a wrong layout fails even where the distribution is
 //     flat); q8_0 and q4_k: llama.cpp rounds the activations inside those products (Q8_0 / Q8_K) and qkv
 //     does not, so mean KL(qkv ‖ llama.cpp) ≤ 0.01.
+//     The bundled Llama-shaped model too (trained, so sharp predictions; its byte-level tokenizer in the file).
 //  2. llama.cpp's quirks, measured so that the notes in docs/gguf.md stay true: it applies no sliding window
 //     to a `llama` file (Mistral) nor to `phi3`, and ignores `gemma2.attention.scale`. Each file agrees with
 //     qkv where the quirk cannot matter (positions inside the window) and differs where it does.
@@ -74,6 +75,9 @@ const QUIRKS = [
 ];
 const T = 32;
 const IDS = Array.from({ length: T }, (_, t) => (t * 37 + 11) % 512);
+// The bundled Llama-shaped model (trained: an induction circuit, byte tokens) on 16 random letters twice:
+// its predictions of the repeat are sharp.
+const REPEAT = Array.from("qxmfjwzbtkdpvhgc".repeat(2), (ch) => ch.charCodeAt(0));
 
 function readNpy(path) {  // little-endian float32, C order
   const b = readFileSync(path);
@@ -86,8 +90,8 @@ function readNpy(path) {  // little-endian float32, C order
 }
 
 // qkv's next-token distributions [T][V] (float64 softmax of the dumped float32 logits).
-function qkvDistributions(file, dir) {
-  run(["dump", "--model", file, "--tokens", IDS.join(","), "--out", dir]);
+function qkvDistributions(file, dir, ids = IDS) {
+  run(["dump", "--model", file, "--tokens", ids.join(","), "--out", dir]);
   const { shape, data } = readNpy(`${dir}/logits.npy`);
   const [rows, V] = shape;
   return Array.from({ length: rows }, (_, t) => {
@@ -104,14 +108,14 @@ function qkvDistributions(file, dir) {
 
 // llama.cpp's next-token distributions [T][V]: F32 KV cache, no flash attention (both would round K/V or
 // the softmax to F16), one sequence, every position's full distribution.
-async function llamaDistributions(file, V) {
+async function llamaDistributions(file, V, ids = IDS) {
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   try {
     const context = await model.createContext({
       contextSize: 64, batchSize: 64, threads: 1, flashAttention: false,
       experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
     });
-    const out = await context.getSequence().controlledEvaluate(IDS.map((id) => [id, { generateNext: { probabilities: true } }]));
+    const out = await context.getSequence().controlledEvaluate(ids.map((id) => [id, { generateNext: { probabilities: true } }]));
     await context.dispose();
     return out.map((o) => {
       const p = new Float64Array(V);
@@ -147,29 +151,32 @@ function compare(ours, theirs) {
 const fmt = (x) => x.toExponential(1);
 const setArgs = (set) => Object.entries(set).flatMap(([k, v]) => ["--set", `${k}=${v}`]);
 
-async function checkFamily({ arch, set }) {
-  const dir = `${work}/${arch}`;
-  run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);
-  for (const type of ["f32", "q8_0", "q4_k"]) {
-    const file = `${dir}.${type}.gguf`;
+// `source`: a checkpoint to convert (default: `qkv init --arch A` with `set`); `tokenizer`: what its files'
+// tokenizer.ggml.model must say.
+async function checkFamily({ arch, set, source, types = ["f32", "q8_0", "q4_k"], tokenizer = "none", ids = IDS }) {
+  const dir = source ?? `${work}/${arch}`;
+  const name = source ? source.replace(`${src}/`, "") : arch;
+  if (!source) run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);
+  for (const type of types) {
+    const file = `${work}/${name.replaceAll("/", "_")}.${type}.gguf`;
     run(["convert", "--type", type, dir, file]);
     const info = JSON.parse(run(["gguf-info", file, "--json"]));
-    const want = { f32: "F32", q8_0: "Q8_0", q4_k: "Q4_K" }[type];
-    const types = new Set(info.tensors.filter((t) => t.ne.length === 2 && t.name !== "position_embd.weight").map((t) => t.type_name));
-    const none = info.metadata.find((m) => m.key === "tokenizer.ggml.model")?.value === "none";
+    const want = type.toUpperCase();
+    const found = new Set(info.tensors.filter((t) => t.ne.length === 2 && t.name !== "position_embd.weight").map((t) => t.type_name));
+    const tok = info.metadata.find((m) => m.key === "tokenizer.ggml.model")?.value;
     const pos = info.tensors.find((t) => t.name === "position_embd.weight");
-    if (types.size !== 1 || !types.has(want) || !none || (pos && pos.type_name !== "F32")) {
-      report(false, `${arch} ${type}: expected every matrix ${want}, position_embd F32, tokenizer none; found ${[...types]}`);
+    if (found.size !== 1 || !found.has(want) || tok !== tokenizer || (pos && pos.type_name !== "F32")) {
+      report(false, `${name} ${type}: expected every matrix ${want}, position_embd F32, tokenizer ${tokenizer}; found ${[...found]}, ${tok}`);
       continue;
     }
-    const ours = qkvDistributions(file, `${dir}.${type}.dump`);
-    const r = compare(ours, await llamaDistributions(file, ours[0].length));
+    const ours = qkvDistributions(file, `${file}.dump`, ids);
+    const r = compare(ours, await llamaDistributions(file, ours[0].length, ids));
     const max = (k) => Math.max(...r.map((x) => x[k]));
     const meanKl = r.reduce((s, x) => s + x.kl, 0) / r.length;
     const flips = r.filter((x) => x.flip).length;
     const top = r.reduce((s, x) => s + x.top, 0) / r.length;
-    const line = `${arch} ${type}: max |Δp| ${fmt(max("dp"))}, max |Δlogit| ${fmt(max("dl"))}, mean KL ${fmt(meanKl)}, ` +
-      `argmax differs at ${flips}/${T} (mean top p ${top.toFixed(2)})`;
+    const line = `${name} ${type}: max |Δp| ${fmt(max("dp"))}, max |Δlogit| ${fmt(max("dl"))}, mean KL ${fmt(meanKl)}, ` +
+      `argmax differs at ${flips}/${r.length} (mean top p ${top.toFixed(2)})`;
     if (type === "f32") report(max("dp") <= 2e-3 && flips === 0 && max("dl") <= 1e-2, line);
     else report(meanKl <= 0.01, line);
   }
@@ -250,6 +257,7 @@ async function checkTokenizer(c) {
 
 const t0 = Date.now();
 for (const f of FAMILIES) await checkFamily(f);
+await checkFamily({ source: `${src}/models/induction-llama`, types: ["f32", "q8_0", "q4_0"], tokenizer: "gpt2", ids: REPEAT });
 for (const q of QUIRKS) await checkQuirk(q);
 const t1 = Date.now();
 for (const c of tokenizerCases()) await checkTokenizer(c);
