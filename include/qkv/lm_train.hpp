@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/arch.hpp"
 #include "qkv/lm.hpp"
 
@@ -120,7 +122,13 @@ struct LmParams {
 // A model of this config with the family's initialisation: N(0, 0.02) matrices and embeddings, the
 // residual outputs (W_O, the MLP's down) scaled by 1/√(2·n_layer), norm weights at identity (1, Gemma
 // 0), biases 0. Deterministic for a seed.
-LmParams init_lm(const nlohmann::json& config, uint64_t seed);
+struct LmInit {
+  // Learned positions (GPT-2, GPT-Neo) start as sinusoids — wpe[pos, 2i] = sin(pos / 10000^(2i/d)),
+  // wpe[pos, 2i+1] = cos(…) — scaled to RMS 0.02, and are still learned: the GPT-2 induction preset's
+  // start, which hands a previous-token head a position code from the first step.
+  bool sinusoidal_positions = false;
+};
+LmParams init_lm(const nlohmann::json& config, uint64_t seed, const LmInit& options = {});
 // Parameters for gradient checks in double, large enough that every path matters: matrices N(0, 0.3),
 // norm weights 1 + N(0, 0.2) (Gemma's 1 + w: N(0, 0.2)), other vectors N(0, 0.2). Deterministic for a seed.
 std::vector<double> lm_gradcheck_params(const LmLayout& L, uint64_t seed);

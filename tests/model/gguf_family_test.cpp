@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
