@@ -568,12 +568,14 @@ Model load_gguf_lm(const std::string& path) {
 }
 
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
-                                           const std::string& path, io::GgmlType type, const std::string& name) {
+                                           const std::string& path, io::GgmlType type, const std::string& name,
+                                           int* tokenizer_tokens) {
   const std::string g = gguf_architecture_of(model.arch);
   io::GgufMetadata md = arch_metadata(model.arch, g, path, type, name);
   // No tokenizer: llama.cpp's "none" (it refuses a file without tokenizer.ggml.model).
-  if (!gguf_tokenizer_metadata(md, tokenizer_dir, model.arch.vocab_size))
-    md.set("tokenizer.ggml.model", std::string("none"));
+  const int tokens = gguf_tokenizer_metadata(md, tokenizer_dir, model.arch.vocab_size);
+  if (tokens == 0) md.set("tokenizer.ggml.model", std::string("none"));
+  if (tokenizer_tokens) *tokenizer_tokens = tokens;
   std::vector<io::GgufWriteTensor> tensors;
   std::vector<GgufTensorChoice> choices(model.table.size());
   for (size_t i = 0; i < model.table.size(); ++i)

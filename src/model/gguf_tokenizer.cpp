@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "qkv/error.hpp"
@@ -310,7 +311,7 @@ void set_special_ids(io::GgufMetadata& md, const std::string& dir, const Tokeniz
 }
 
 // dir/tokenizer.json (+ tokenizer_config.json): byte-level BPE or SentencePiece-style BPE.
-void tokenizer_json_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
+int tokenizer_json_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
   const std::string file = (fs::path(dir) / "tokenizer.json").string();
   const json j = read_json(file);
   // qkv's own reader first: it names anything malformed, and gives BOS/EOS as Hugging Face resolves them.
@@ -332,12 +333,13 @@ void tokenizer_json_metadata(io::GgufMetadata& md, const std::string& dir, int v
   else
     set_sentencepiece(md, v, model, merges, p.prepend, file);
   set_special_ids(md, dir, tok, model, v.tokens);
+  return tok.vocab_size();
 }
 
 // GPT-2's own files (vocab.json + merges.txt, or encoder.json + vocab.bpe): as llama.cpp's GPT2Model
 // converter writes them — every token normal but <|endoftext|> (control, and BOS/EOS/unknown), the merges
 // in rank order, GPT-2's pre-tokenizer, no BOS added.
-void gpt2_files_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
+int gpt2_files_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
   const Tokenizer tok = Tokenizer::from_dir(dir);
   const int n = tok.vocab_size();
   check_fits(dir, n, vocab_size);
@@ -368,6 +370,7 @@ void gpt2_files_metadata(io::GgufMetadata& md, const std::string& dir, int vocab
       md.set(k, uint32_t(eot));
   md.set("tokenizer.ggml.add_bos_token", false);
   md.set("tokenizer.ggml.add_eos_token", false);
+  return n;
 }
 
 // ---- reading: tokenizer.ggml.* -> the files it stands for ----
@@ -455,7 +458,7 @@ void byte_level_parts(const io::GgufFile& f, const MetaVocab& v, json& doc, json
 // Every split of a normal or user-defined token into two tokens, by descending score of the token (ties:
 // token id), then by the ids of the two parts: Hugging Face's conversion of a SentencePiece model into
 // merges. (Gemma's "▁▁" runs are both an added token and a merge result.)
-json sentencepiece_merges(const io::GgufFile& f, const MetaVocab& v, const json& vocab) {
+json sentencepiece_merges(const io::GgufFile& f, const MetaVocab& v) {
   const io::GgufMetadata& md = f.metadata();
   const int n = int(v.tokens.size());
   if (!md.has("tokenizer.ggml.scores")) data_error(f.path() + ": key 'tokenizer.ggml.scores' is missing (a llama tokenizer)");
@@ -467,13 +470,16 @@ json sentencepiece_merges(const io::GgufFile& f, const MetaVocab& v, const json&
     float score;
     int id, l, r;
   };
+  std::unordered_map<std::string_view, int> id_of;  // the tokens are unique (vocab_and_added checked)
+  id_of.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) id_of.emplace(v.tokens[size_t(i)], i);
   std::vector<M> ms;
   for (int i = 0; i < n; ++i) {
     if (v.types[size_t(i)] != kNormal && v.types[size_t(i)] != kUserDefined) continue;
-    const std::string& t = v.tokens[size_t(i)];
-    for (size_t c : char_cuts(t)) {
-      const auto l = vocab.find(t.substr(0, c)), r = vocab.find(t.substr(c));
-      if (l != vocab.end() && r != vocab.end()) ms.push_back({std::get<float>(sa.items[size_t(i)].v), i, int(*l), int(*r)});
+    const std::string_view t = v.tokens[size_t(i)];
+    for (size_t c : char_cuts(v.tokens[size_t(i)])) {
+      const auto l = id_of.find(t.substr(0, c)), r = id_of.find(t.substr(c));
+      if (l != id_of.end() && r != id_of.end()) ms.push_back({std::get<float>(sa.items[size_t(i)].v), i, l->second, r->second});
     }
   }
   std::stable_sort(ms.begin(), ms.end(), [](const M& a, const M& b) {
@@ -487,10 +493,9 @@ json sentencepiece_merges(const io::GgufFile& f, const MetaVocab& v, const json&
 }
 
 // A SentencePiece-style (tokenizer.ggml.model "llama") tokenizer's normalizer, decoder and merges.
-void sentencepiece_parts(const io::GgufFile& f, const MetaVocab& v, const json& vocab, json& doc, json& bpe,
-                         json& merges) {
+void sentencepiece_parts(const io::GgufFile& f, const MetaVocab& v, json& doc, json& bpe, json& merges) {
   const io::GgufMetadata& md = f.metadata();
-  merges = sentencepiece_merges(f, v, vocab);
+  merges = sentencepiece_merges(f, v);
   const bool prefix = !md.has("tokenizer.ggml.add_space_prefix") || md.get_bool("tokenizer.ggml.add_space_prefix");
   json norm = json::array();
   if (prefix) norm.push_back({{"type", "Prepend"}, {"prepend", kSpace}});
@@ -537,7 +542,7 @@ std::pair<json, json> rebuild_hf_files(const io::GgufFile& f) {
   if (v.kind == "gpt2")
     byte_level_parts(f, v, doc, bpe, merges);
   else if (v.kind == "llama")
-    sentencepiece_parts(f, v, vocab, doc, bpe, merges);
+    sentencepiece_parts(f, v, doc, bpe, merges);
   else
     data_error(f.path() + ": key 'tokenizer.ggml.model' is '" + v.kind + "'; qkv reads the gpt2 and llama tokenizers");
   doc["post_processor"] = nullptr;
@@ -614,19 +619,15 @@ Tokenizer gpt2_files_tokenizer(const io::GgufFile& f) {
 
 }  // namespace
 
-bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
+int gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size) {
   std::error_code ec;
-  if (dir.empty()) return false;
+  if (dir.empty()) return 0;
   const fs::path d(dir);
-  if (fs::exists(d / "tokenizer.json", ec)) {
-    tokenizer_json_metadata(md, dir, vocab_size);
-    return true;
-  }
+  if (fs::exists(d / "tokenizer.json", ec)) return tokenizer_json_metadata(md, dir, vocab_size);
   const bool hf = fs::exists(d / "vocab.json", ec) && fs::exists(d / "merges.txt", ec);
   const bool openai = fs::exists(d / "encoder.json", ec) && fs::exists(d / "vocab.bpe", ec);
-  if (!hf && !openai) return false;
-  gpt2_files_metadata(md, dir, vocab_size);
-  return true;
+  if (!hf && !openai) return 0;
+  return gpt2_files_metadata(md, dir, vocab_size);
 }
 
 void gguf_write_hf_tokenizer(const io::GgufFile& f, const std::string& dir) {

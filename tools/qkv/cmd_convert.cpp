@@ -51,22 +51,27 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   if (fs::exists(in, ec) && fs::exists(out, ec) && fs::equivalent(in, out, ec))
     usage_error(out + ": the output would overwrite the input");
   // Every family through the family engine; the tokenizer beside the checkpoint (tokenizer.json, or GPT-2's
-  // vocab.json + merges.txt), or a GGUF input's own (its metadata rebuilt as a tokenizer.json first).
+  // vocab.json + merges.txt: gguf_tokenizer_metadata reads whichever is there), or a GGUF input's own (its
+  // metadata rebuilt as a tokenizer.json first).
   const Model lm = load_lm(in);
-  const std::optional<Tokenizer> tok = tokenizer_for_model(in);
   std::error_code e2;
-  std::string tok_dir;
+  std::string tok_dir = fs::is_directory(in, e2) ? in : fs::path(in).parent_path().string();
+  if (tok_dir.empty()) tok_dir = ".";
   std::unique_ptr<ScratchTokenizerDir> scratch;
-  if (tok && in.size() > 5 && in.compare(in.size() - 5, 5, ".gguf") == 0 && !fs::is_directory(in, e2)) {
-    scratch = std::make_unique<ScratchTokenizerDir>();
-    gguf_write_hf_tokenizer(io::GgufFile::open(in), scratch->path.string());
-    tok_dir = scratch->path.string();
-  } else if (tok) {
-    tok_dir = fs::is_directory(in, e2) ? in : fs::path(in).parent_path().string();
-    if (tok_dir.empty()) tok_dir = ".";
+  if (in.size() > 5 && in.compare(in.size() - 5, 5, ".gguf") == 0 && !fs::is_directory(in, e2)) {
+    tok_dir.clear();
+    const io::GgufFile f = io::GgufFile::open(in);
+    const io::GgufMetadata& md = f.metadata();
+    if (md.has("tokenizer.ggml.model") && md.get_string("tokenizer.ggml.model") != "none" &&
+        md.get_string("tokenizer.ggml.model") != "no_vocab") {
+      scratch = std::make_unique<ScratchTokenizerDir>();
+      gguf_write_hf_tokenizer(f, scratch->path.string());
+      tok_dir = scratch->path.string();
+    }
   }
+  int tokens = 0;
   const std::vector<GgufTensorChoice> choices =
-      save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string());
+      save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string(), &tokens);
   const auto size = fs::file_size(out, ec);
   std::map<std::string, int> counts;
   for (const auto& c : choices) ++counts[io::ggml_type_name(c.type)];
@@ -78,7 +83,7 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
                 {"output", out},
                 {"type", io::ggml_type_name(*type)},
                 {"bytes", ec ? 0 : size},
-                {"tokenizer", tok ? nlohmann::json(tok->vocab_size()) : nlohmann::json(nullptr)},
+                {"tokenizer", tokens ? nlohmann::json(tokens) : nlohmann::json(nullptr)},
                 {"tensors", t}});
     return;
   }
@@ -91,7 +96,7 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   std::cout << t.str() << "wrote " << out << " (" << (ec ? 0 : size) << " bytes, " << choices.size()
             << " tensors:";
   for (const auto& [n, k] : counts) std::cout << " " << k << " " << n;
-  std::cout << "; tokenizer " << (tok ? std::to_string(tok->vocab_size()) + " tokens" : "none") << ")\n";
+  std::cout << "; tokenizer " << (tokens ? std::to_string(tokens) + " tokens" : "none") << ")\n";
 }
 
 // A metadata value as JSON: 64-bit integers as decimal strings (JavaScript numbers cannot hold them),

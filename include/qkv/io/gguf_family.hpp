@@ -69,10 +69,11 @@ Model load_gguf_lm(const std::string& path);
 // Writes `model` (any family gguf_architecture_of accepts) as llama.cpp lays that architecture out, its
 // 2-D weights as `type` (with the fallbacks of gguf_tensor_type; position_embd F32), 1-D tensors F32;
 // and the tokenizer of `tokenizer_dir` (gguf_tokenizer_metadata), or tokenizer.ggml.model = "none" when
-// it has none ("" for none). Atomic. Returns each tensor's type, in file order.
+// it has none ("" for none). Atomic. Returns each tensor's type, in file order; `tokenizer_tokens`, when
+// given, receives the tokenizer's own vocabulary size (0: none).
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
                                            const std::string& path, io::GgmlType type,
-                                           const std::string& name = "");
+                                           const std::string& name = "", int* tokenizer_tokens = nullptr);
 
 // The tokenizer of dir as llama.cpp's converter stores it, from dir/tokenizer.json (+
 // tokenizer_config.json), else GPT-2's own files (vocab.json + merges.txt, or encoder.json + vocab.bpe:
@@ -84,10 +85,10 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
 //    model = "llama", tokens, scores, token_type (1 normal, 2 unknown, 3 control, 4 user-defined,
 //    6 byte), add_space_prefix;
 // plus bos/eos/unknown/padding ids and add_bos_token / add_eos_token. Rows beyond the tokenizer up to
-// `vocab_size` are padded with "[PADn]" tokens of type 5 (unused), as llama.cpp does. Returns false
-// (writing nothing) when dir has no tokenizer files; throws qkv::Error naming the file and key for a
-// tokenizer it cannot represent.
-bool gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size);
+// `vocab_size` are padded with "[PADn]" tokens of type 5 (unused), as llama.cpp does. Returns the
+// tokenizer's own vocabulary size (before the padding), or 0 (writing nothing) when dir has no tokenizer
+// files; throws qkv::Error naming the file and key for a tokenizer it cannot represent.
+int gguf_tokenizer_metadata(io::GgufMetadata& md, const std::string& dir, int vocab_size);
 
 // The tokenizer in a GGUF's metadata; nullopt when the file has no tokenizer.ggml.model key or it is
 // "none". "gpt2" with pre "gpt-2" (or "default"): GPT-2's own pipeline, rebuilt as vocab.json +
