@@ -12,6 +12,9 @@
 
     qkv.heads(model), qkv.circuits(model), qkv.tour(model)   # dicts shaped like the CLI's --json
 
+    model.W_Q[0]                            # [n_heads, d_model, d_head]: a view of c_attn's first third
+    model.cfg.n_heads, model.QK(1, 3).svd() # TransformerLens's names; circuits as FactoredMatrix
+
 Bad input raises qkv.Error (a ValueError) with the CLI's message. The GIL is released while the engine
 computes. See docs/python.md.
 """
@@ -34,7 +37,10 @@ def _usage(message):
     e.exit_code, e.kind = 2, "usage"
     return e
 
-__all__ = ["Error", "Model", "Activation", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
+from .factored import FactoredMatrix
+from .weights import WeightsMixin as _WeightsMixin
+
+__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
            "tour", "heatmap"]
 
 
@@ -127,8 +133,11 @@ def _activation(arr, name, tokens):
 _BLOCK = _re.compile(r"^blocks\.(\d+)\.")
 
 
-class Model:
-    """A loaded checkpoint. Create it with `qkv.load(path)`."""
+class Model(_WeightsMixin):
+    """A loaded checkpoint. Create it with `qkv.load(path)`.
+
+    Its weights by TransformerLens's names (W_Q, …, b_U, cfg, QK, OV, state_dict) come from
+    qkv/weights.py, which says which arrays are views and which are copies."""
 
     def __init__(self, path=None):
         """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""
@@ -203,7 +212,7 @@ class Model:
         """logits float32 [T, vocab] for `tokens` (a text or token ids): the engine's forward, no hooks."""
         return self._m.run(_ids(self, tokens))
 
-    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False):
+    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False:
         """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
         exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
 
