@@ -15,6 +15,7 @@
 
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
+#include "qkv/lm_grad.hpp"
 #include "qkv/lm_train.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/tokenizer.hpp"
@@ -104,6 +105,16 @@ struct PyModel {
     hook_set = {hooks.begin(), hooks.end()};
   }
 
+  // The weights as one flat float32 buffer for the training forward and backward (gradients), made on
+  // first use and kept: a second copy of the weights beside the checkpoint's mapping.
+  const qkv::LmParams& grad_params() {
+    std::lock_guard<std::mutex> lock(flat_mu);
+    if (!flat) flat = std::make_shared<const qkv::LmParams>(qkv::grad_params(lm));
+    return *flat;
+  }
+  std::shared_ptr<const qkv::LmParams> flat;
+  std::mutex flat_mu;
+
   const qkv::Tokenizer* tokenizer() const { return tok ? &*tok : nullptr; }
   const qkv::Tokenizer& need_tokenizer() const {
     if (!tok) qkv::usage_error(path + " has no tokenizer beside it (vocab.json + merges.txt); give token ids instead of text");
@@ -120,5 +131,6 @@ using ModelPtr = std::shared_ptr<PyModel>;
 
 // The bindings other files add to the module (each file one subject).
 void bind_weights(py::module_& mod);  // weights.cpp: W_Q … b_U, state_dict
+void bind_grad(py::module_& mod);     // grad.cpp: gradients with respect to activations
 
 }  // namespace qkv_py
