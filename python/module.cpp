@@ -378,6 +378,7 @@ PYBIND11_MODULE(_qkv, mod) {
 
   qkv_py::bind_weights(mod);
   qkv_py::bind_grad(mod);
+  qkv_py::bind_patch(mod);
   mod.def("time_run_with_cache", &time_cache, py::arg("model"), py::arg("tokens"), py::arg("reps"),
           "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for examples/bench_cache.py.");
   mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none(),

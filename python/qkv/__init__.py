@@ -40,9 +40,10 @@ def _usage(message):
 from . import grad as _grad
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
+from .patching import patch
 from .weights import WeightsMixin as _WeightsMixin
 
-__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
+__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
            "tour", "heatmap"]
 
 

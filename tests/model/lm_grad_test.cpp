@@ -110,6 +110,19 @@ TEST(ActivationGrads, ParameterGradientsDoNotChangeThem) {
   fs::remove_all(dir);
 }
 
+// llm.c stores GPT-2's matrices [out, in], the family layout [in, out]: the trainable copy transposes them,
+// so the same weights give the same gradients from either file.
+TEST(ActivationGrads, LlmcAndSafetensorsGiveTheSameGradients) {
+  const std::string fx = std::string(QKV_SOURCE_DIR) + "/tests/reference/fixtures/";
+  const Model st = load_lm(fx + "tiny"), bin = load_lm(fx + "tiny.bin");
+  const std::vector<int> ids = {3, 57, 14, 92, 0, 57, 14, 92, 41, 100, 7, 57};
+  const GradRun a = run_with_grads(grad_params(st), ids, next_token_loss_metric(ids));
+  const GradRun b = run_with_grads(grad_params(bin), ids, next_token_loss_metric(ids));
+  EXPECT_EQ(a.value, b.value);
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (const auto& [name, t] : a.grads) EXPECT_EQ(t.vec(), b.grads.at(name).vec()) << name;
+}
+
 TEST(ActivationGrads, MetricSeeds) {
   const int T = 3, V = 4;
   const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.4f, 1, -1, 2, 0, 5, 4, 3, 2};
