@@ -10,6 +10,7 @@
 // then logits = norm_f(x)·Wᵀ (soft-cap). Every backward accumulates (+=).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,10 +55,13 @@ void rope_backward(T* dx, int heads, const RopeTable& r);
 template <class T>
 void attention_forward(T* z, T* A, T* Sc, const T* q, const T* k, const T* v, int H, int n_kv, int T_, int dh,
                        double scale, double softcap, int window);
-// dq [H, T, dh], dk, dv [n_kv, T, dh] accumulate (dK, dV summed over the heads of a group).
+// dq [H, T, dh], dk, dv [n_kv, T, dh] accumulate (dK, dV summed over the heads of a group). dA_out and
+// dS_out [H, T, T] (optional) receive ∂/∂pattern (dz·vᵀ, masked entries included) and ∂/∂(the soft-capped,
+// masked scores) (0 where masked), overwritten.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dz, const T* A, const T* Sc, const T* q, const T* k,
-                        const T* v, int H, int n_kv, int T_, int dh, double scale, double softcap);
+                        const T* v, int H, int n_kv, int T_, int dh, double scale, double softcap,
+                        T* dA_out = nullptr, T* dS_out = nullptr);
 
 // h [n] = act(g) · up (gated kinds: SwiGLU silu, GeGLU gelu_tanh) or act(g) (GeluTanh, Gelu: up null).
 template <class T>
@@ -109,6 +113,25 @@ double lm_cross_entropy(const std::vector<T>& logits, const std::vector<int>& ta
 template <class T>
 double lm_train_backward(const LmLayout& L, const T* params, const std::vector<int>& targets, LmActs<T>& acts,
                          T* grads);
+
+// Receives ∂(the backward's scalar)/∂(activation) at each hook point (lm.hpp's names and shapes) as the
+// backward reaches it: `wants(name)` (null: every hook) picks them; fn gets the data as the backward
+// holds it, [rows…] as `shape` says, except that q, k, v, rot_q and rot_k come heads-major [n, T, dh]
+// (heads_major true) while their hook shape is TransformerLens's [T, n, dh]. The data is valid during
+// the call only.
+template <class F>
+struct ActGradSink {
+  std::function<bool(const std::string&)> wants;
+  std::function<void(const std::string& name, const F* data, const std::vector<int64_t>& shape, bool heads_major)>
+      fn;
+};
+
+// After lm_train_forward: the backward from dlogits = ∂(scalar)/∂logits [T, vocab] (after any final
+// soft-cap, as run() returns the logits). grads (size L.size): accumulates ∂/∂params, or null to compute
+// only the activations' gradients (about half the work); sink: the hook points' gradients, or null.
+template <class T>
+void lm_backward(const LmLayout& L, const T* params, std::vector<T> dlogits, LmActs<T>& acts, T* grads,
+                 const ActGradSink<T>* sink);
 
 // A trainable model: the layout and the fp32 parameters.
 struct LmParams {

@@ -98,8 +98,21 @@ LmParams lm_params_from(const Model& m, const nlohmann::json& config) {
   p.layout = lm_layout(m.arch);
   p.params.assign(size_t(p.layout.size), 0.0f);
   for (size_t i = 0; i < p.layout.table.size(); i++) {
-    const Weight& w = m.weight(p.layout.table[i].name);
-    w.read(0, w.numel(), p.params.data() + p.layout.offset[i]);
+    const TensorSpec& s = p.layout.table[i];
+    const Weight& w = m.weight(s.name);
+    float* dst = p.params.data() + p.layout.offset[i];
+    // The layout keeps the family's layout (GPT-2: Conv1D [in, out]); a file that stores a matrix the other
+    // way (llm.c's [out, in]) is transposed on the way in.
+    const bool want_in_out = p.layout.in_out && s.shape.size() == 2 && !is_embedding(s.role);
+    if (s.shape.size() != 2 || w.in_out == want_in_out) {
+      w.read(0, w.numel(), dst);
+      continue;
+    }
+    const int64_t r = w.shape.at(0), c = w.shape.at(1);
+    std::vector<float> tmp(size_t(w.numel()));
+    w.read(0, w.numel(), tmp.data());
+    for (int64_t i0 = 0; i0 < r; i0++)
+      for (int64_t j = 0; j < c; j++) dst[j * r + i0] = tmp[size_t(i0 * c + j)];
   }
   return p;
 }
