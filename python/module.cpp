@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "generate_binding.hpp"
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
@@ -468,6 +469,10 @@ PYBIND11_MODULE(_qkv, mod) {
       .def("run_with_hooks", &run_hooks, py::arg("tokens"), py::arg("hooks"),
            "logits with Python hooks called on the engine's buffers.");
 
+  bind_generate(mod, [](py::handle h) {  // python/generate.cpp: generate, steering_vector
+    const PyModel& m = h.cast<const PyModel&>();
+    return ModelRef{&m.lm, m.tokenizer(), &m.hook_set};
+  });
   mod.def("time_run_with_cache", &time_cache, py::arg("model"), py::arg("tokens"), py::arg("reps"),
           "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for examples/bench_cache.py.");
   mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none(),
