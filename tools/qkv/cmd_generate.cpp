@@ -184,8 +184,8 @@ void register_generate(CLI::App& app) {
   {
     auto* cmd = app.add_subcommand(
         "generate",
-        "Continue a text (any family and format) through the K/V cache: greedy, or sampled with a seed; hooks' "
-        "steering vectors (--steer); the text streamed to stdout as it comes (docs/generate.md)");
+        "Continue a text (any family and format) through the K/V cache: greedy, or sampled with a seed; steering "
+        "vectors at any hook point (--steer); the text streamed to stdout as it comes (docs/generate.md)");
     auto a = std::make_shared<GenerateArgs>();
     add_model_option(cmd, a->m);
     add_input_options(cmd, a->m);
