@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "generate_binding.hpp"
 #include "qkv/analysis/head_weights.hpp"
 #include "qkv/analysis/tour.hpp"
 #include "qkv/error.hpp"
@@ -379,6 +380,10 @@ PYBIND11_MODULE(_qkv, mod) {
   qkv_py::bind_weights(mod);
   qkv_py::bind_grad(mod);
   qkv_py::bind_patch(mod);
+  bind_generate(mod, [](py::handle h) {  // python/generate.cpp: generate, steering_vector
+    const PyModel& m = h.cast<const PyModel&>();
+    return ModelRef{&m.lm, m.tokenizer(), &m.hook_set};
+  });
   mod.def("time_run_with_cache", &time_cache, py::arg("model"), py::arg("tokens"), py::arg("reps"),
           "Seconds of each of `reps` C++ run_with_cache calls (every hook point), for examples/bench_cache.py.");
   mod.def("project", &exp_project, py::arg("model"), py::arg("layer"), py::arg("tokens") = py::none(),

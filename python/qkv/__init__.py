@@ -44,7 +44,7 @@ from .patching import patch
 from .weights import WeightsMixin as _WeightsMixin
 
 __all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
-           "tour", "heatmap"]
+           "tour", "heatmap", "steering_vector"]
 
 
 # ---- arrays that draw themselves ---------------------------------------------------------------------
@@ -290,6 +290,89 @@ class Model(_WeightsMixin):
 
         logits = self._m.run_with_hooks(ids, [(n, wrap(n, fn)) for n, fn in hooks])
         return _activation(logits, "logits", labels)
+
+
+    def generate(self, tokens, max_new_tokens=16, temperature=0.0, top_k=0, top_p=1.0, seed=0, fwd_hooks=(),
+                 steer=(), stop_at_eos=True, pad_id=None, return_dict=False):
+        """Continues `tokens` through the engine's K/V cache (docs/generate.md): the prompt and the new tokens.
+
+        tokens: a text or ids [T] (or [1, T]); a list of texts / id lists, or ids [B, T], generate each
+        prompt on its own and return a list (with `pad_id`, that id is stripped from both ends of each
+        row first, so a padded batch gives what its unpadded prompts give). temperature 0: greedy (the
+        lowest id among equal maxima); > 0: sampled from softmax(logits / temperature) within the top_k
+        logits (0: all) and the top_p nucleus (1: all), reproducible by seed. The prompt plus
+        max_new_tokens must fit the context. stop_at_eos: stop after the tokenizer's EOS token.
+        fwd_hooks: [(name, fn), ...] run at EVERY step on that step's activation, fn(activation, name)
+        as in run_with_hooks (edit in place or return a replacement); the prefill step sees the prompt's
+        rows [T, ...], each later step one row [1, ...] (a pattern [H, 1, positions so far]; ln_final and
+        logits only the last row). `activation` owns a copy that is written back, so keeping it is safe.
+        steer: [(hook, vector, coef), ...] adds coef × vector at every position of every step, before
+        the hooks (what `qkv generate --steer` does).
+        Returns: a text gives that text followed by the new text; ids give int32 [T + new]
+        (as TransformerLens's and Hugging Face's generate); return_dict=True gives `qkv generate
+        --json`'s dict instead: {"tokens": the new ids, "text", "stop_reason", "prefill_ms",
+        "decode_ms", "tokens_per_second", "prompt_tokens"}."""
+        if isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, _np.integer)):
+            return [self.generate(t, max_new_tokens, temperature, top_k, top_p, seed, fwd_hooks, steer, stop_at_eos,
+                                  pad_id, return_dict) for t in tokens]
+        if not isinstance(tokens, str):
+            a = _np.asarray(tokens)
+            if a.ndim == 2 and a.shape[0] != 1:
+                return [self.generate(row, max_new_tokens, temperature, top_k, top_p, seed, fwd_hooks, steer,
+                                      stop_at_eos, pad_id, return_dict) for row in a]
+            if pad_id is not None:
+                a = a.reshape(-1) if a.ndim == 2 else a
+                keep = _np.nonzero(a != pad_id)[0]
+                a = a[keep[0]:keep[-1] + 1] if keep.size else a[:0]
+            tokens = a
+        hooks = _hook_pairs(fwd_hooks)
+        ids = _ids(self, tokens)
+        steers = []
+        for s in steer:
+            if not isinstance(s, (tuple, list)) or len(s) != 3:
+                raise _usage("steer: expected (hook, vector, coef) triples, got %r" % (s,))
+            steers.append((str(s[0]), _np.asarray(s[1], dtype=_np.float32).reshape(-1), float(s[2])))
+        labels = (self, ids)
+
+        def wrap(fn):
+            def call(arr, n):
+                return fn(_activation(arr, n, labels), n)
+            return call
+
+        d = _qkv.generate(self._m, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), int(seed),
+                          [(n, wrap(fn)) for n, fn in hooks], steers, bool(stop_at_eos))
+        if return_dict:
+            return d
+        if isinstance(tokens, str):
+            return tokens + (d["text"] or "")
+        return _np.concatenate([ids.astype(_np.int32), d["tokens"]])
+
+
+def _hook_pairs(fwd_hooks):
+    """[(name, fn), ...] checked (qkv.Error for anything else)."""
+    hooks = []
+    for h in fwd_hooks:
+        if not isinstance(h, (tuple, list)) or len(h) != 2:
+            raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
+        hooks.append((str(h[0]), h[1]))
+    return hooks
+
+
+def steering_vector(model, positive, negative, hook):
+    """`qkv steer`'s contrastive vector at `hook` as float32 [width] (docs/generate.md): each text's
+    activation at the hook averaged over its positions (a BOS the tokenizer adds left out), those means
+    averaged over the texts, positive minus negative. positive / negative: lists of texts or token ids.
+    Use it with model.generate(..., steer=[(hook, v, coef)])."""
+    def side(xs, name):
+        if isinstance(xs, str):
+            xs = [xs]
+        out = []
+        for x in xs:
+            out.append(x if isinstance(x, str) else _np.asarray(x, dtype=_np.int64).reshape(-1))
+        if not out:
+            raise _usage("%s: no texts" % name)
+        return out
+    return _qkv.steering_vector(_model(model), str(hook), side(positive, "positive"), side(negative, "negative"))
 
 
 def _ids(model, tokens):

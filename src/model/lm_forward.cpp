@@ -91,7 +91,8 @@ void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const
 
 // y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
 // As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
-// in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer.
+// in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer. One row (a
+// decoding step, last-position logits) goes through gemm_skinny's matrix–vector kernel.
 void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, std::vector<float>& scratch) {
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
   const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
@@ -105,15 +106,15 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
   const float beta = bias ? 1.0f : 0.0f;
   if (W.type == WeightType::F32) {
     const float* w = static_cast<const float*>(W.data);
-    if (W.in_out) gemm<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);
-    else gemm<float>(false, true, N, out, in, 1.0f, x, in, w, in, beta, y, ldy);
+    if (W.in_out) gemm_skinny<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);
+    else gemm_skinny<float>(false, true, N, out, in, 1.0f, x, in, w, in, beta, y, ldy);
   } else if (!W.in_out) {
     // chunks of output rows: y[:, r0:r0+n] (+)= x · W[r0:r0+n]ᵀ
     const int rows = int(std::max<int64_t>(1, kChunk / in));
     for (int r0 = 0; r0 < out; r0 += rows) {
       const int n = std::min(rows, out - r0);
       const float* w = W.f32(int64_t(r0) * in, int64_t(n) * in, scratch);
-      gemm<float>(false, true, N, n, in, 1.0f, x, in, w, in, beta, y + r0, ldy);
+      gemm_skinny<float>(false, true, N, n, in, 1.0f, x, in, w, in, beta, y + r0, ldy);
     }
   } else {
     // chunks of input rows (the reduction): y (+)= x[:, r0:r0+n] · W[r0:r0+n, :]
@@ -121,7 +122,7 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
     for (int r0 = 0; r0 < in; r0 += rows) {
       const int n = std::min(rows, in - r0);
       const float* w = W.f32(int64_t(r0) * out, int64_t(n) * out, scratch);
-      gemm<float>(false, false, N, out, n, 1.0f, x + r0, in, w, out, r0 == 0 ? beta : 1.0f, y, ldy);
+      gemm_skinny<float>(false, false, N, out, n, 1.0f, x + r0, in, w, out, r0 == 0 ? beta : 1.0f, y, ldy);
     }
   }
 }

@@ -59,6 +59,35 @@ TEST(Gemm, MatchesReferenceForEveryTransposeAndOddSizes) {
       }
 }
 
+// gemm_skinny: one row or one column through gemv (split over threads when large): every transpose,
+// strided operands, beta = 0 ignoring what C held (NaN), the double version too.
+TEST(Gemm, SkinnyOneRowOrOneColumnMatchesReference) {
+  for (auto [M, N, K] : {std::tuple{1, 37, 19}, {23, 1, 41}, {1, 3000, 700}, {2500, 1, 900}, {1, 1, 5000}, {5, 7, 3}})
+    for (bool tA : {false, true})
+      for (bool tB : {false, true})
+        for (float beta : {0.0f, 2.0f}) {
+          const int lda = (tA ? M : K) + 3, ldb = (tB ? K : N) + 2, ldc = N + 1;
+          auto A = randn<float>(size_t(tA ? K : M) * lda, 1), B = randn<float>(size_t(tB ? N : K) * ldb, 2);
+          auto C1 = randn<float>(size_t(M) * ldc, 3);
+          if (beta == 0) std::fill(C1.begin(), C1.end(), NAN);
+          auto C2 = C1;
+          gemm_skinny<float>(tA, tB, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C1.data(), ldc);
+          gemm_reference<float>(tA, tB, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C2.data(), ldc);
+          for (int i = 0; i < M; i++)  // the padding column of C stays as it was (NaN or its value)
+            for (int j = N; j < ldc; j++) {
+              EXPECT_TRUE(std::isnan(C1[size_t(i) * ldc + j]) == std::isnan(C2[size_t(i) * ldc + j]));
+              C1[size_t(i) * ldc + j] = C2[size_t(i) * ldc + j] = 0;
+            }
+          EXPECT_LT(max_rel(C1, C2), kFloatTol) << M << "x" << N << "x" << K << " tA=" << tA << " tB=" << tB << " beta=" << beta;
+          std::vector<double> Ad(A.begin(), A.end()), Bd(B.begin(), B.end()), D1(C2.size(), 1.0), D2 = D1;
+          gemm_skinny<double>(tA, tB, M, N, K, 0.5, Ad.data(), lda, Bd.data(), ldb, 1.0, D1.data(), ldc);
+          gemm_reference<double>(tA, tB, M, N, K, 0.5, Ad.data(), lda, Bd.data(), ldb, 1.0, D2.data(), ldc);
+          double e = 0;
+          for (size_t i = 0; i < D1.size(); i++) e = std::max(e, std::abs(D1[i] - D2[i]));
+          EXPECT_LT(e, 1e-10);
+        }
+}
+
 TEST(Gemm, BackendIsBlisAndNamesItsKernel) {
   const std::string b = gemm_backend();
   EXPECT_NE(b.find("BLIS"), std::string::npos) << b;

@@ -1,0 +1,163 @@
+// Generation and steering vectors for Python (qkv/__init__.py's Model.generate and qkv.steering_vector):
+// the engine's generate() with Python hooks called at every step, the GIL released while it computes.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+
+#include "generate_binding.hpp"
+#include "qkv/analysis/steer.hpp"
+#include "qkv/error.hpp"
+#include "qkv/generate.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+std::vector<int> ids_of(const IdArray& a, const char* what) {
+  if (a.ndim() != 1) qkv::usage_error(std::string(what) + ": expected a 1-D array of token ids");
+  std::vector<int> ids(size_t(a.shape(0)));
+  for (size_t i = 0; i < ids.size(); i++) {
+    const int64_t v = a.data()[i];
+    if (v < 0 || v > INT32_MAX)
+      qkv::usage_error(std::string(what) + ": id " + std::to_string(v) + " at position " + std::to_string(i) +
+                       " is not a token id");
+    ids[i] = int(v);
+  }
+  if (ids.empty()) qkv::usage_error(std::string(what) + ": no tokens");
+  return ids;
+}
+
+py::str lenient(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// Python hooks for every step: fn(activation, name) gets a float32 array that owns a copy of the step's
+// activation (the engine's buffers grow from step to step, so a view could dangle once kept); what the
+// hook writes into it, or returns in its place (same shape), goes back into the forward.
+qkv::Hooks python_hooks(const std::map<std::string, std::vector<py::object>>& by_name) {
+  qkv::Hooks h;
+  h.wants = [&by_name](const std::string& n) { return by_name.count(n) > 0; };
+  h.fn = [&by_name](const std::string& n, qkv::ActView v) {
+    py::gil_scoped_acquire gil;
+    py::array_t<float> act(std::vector<py::ssize_t>(v.shape.begin(), v.shape.end()));
+    float* buf = act.mutable_data();
+    std::memcpy(buf, v.data, size_t(v.numel()) * sizeof(float));
+    py::str name(n);
+    for (const py::object& fn : by_name.at(n)) {
+      py::object r = fn(act, name);
+      if (r.is_none() || r.is(act)) continue;
+      auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
+      if (!rep) throw py::error_already_set();
+      std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
+      if (got != v.shape)
+        qkv::usage_error("fwd_hooks: the hook for '" + n + "' returned shape " + qkv::shape_string(got) + ", expected " +
+                         qkv::shape_string(v.shape));
+      std::memmove(buf, rep.data(), size_t(v.numel()) * sizeof(float));
+    }
+    std::memcpy(v.data, buf, size_t(v.numel()) * sizeof(float));
+  };
+  return h;
+}
+
+py::dict generate_py(const ModelRef& m, const IdArray& tokens, int max_new_tokens, double temperature, int top_k,
+                     double top_p, uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
+                     const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
+                                                  double>>& steer,
+                     bool stop_at_eos) {
+  const std::vector<int> prompt = ids_of(tokens, "tokens");
+  std::map<std::string, std::vector<py::object>> by_name;
+  for (const auto& [n, fn] : hooks) {
+    if (!m.hooks->count(n))
+      qkv::usage_error("fwd_hooks: '" + n + "' is not a hook point of this model (model.hook_names lists them)");
+    if (!PyCallable_Check(fn.ptr())) qkv::usage_error("fwd_hooks: the hook for '" + n + "' is not callable");
+    by_name[n].push_back(fn);
+  }
+  qkv::GenerateOptions o;
+  o.max_new_tokens = max_new_tokens;
+  o.sampling = {temperature, top_k, top_p, seed};
+  for (const auto& [hook, vec, coef] : steer)
+    o.steer.push_back({hook, std::vector<float>(vec.data(), vec.data() + vec.size()), float(coef),
+                       "steer[" + std::to_string(o.steer.size()) + "] (" + hook + ")"});
+  const qkv::Hooks h = python_hooks(by_name);
+  if (!by_name.empty()) o.hooks = &h;
+  if (stop_at_eos && m.tok && m.tok->eos_id() >= 0) o.stop_ids.push_back(m.tok->eos_id());
+  qkv::GenerateResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = qkv::generate(*m.lm, prompt, o);
+  }
+  py::dict out;
+  out["tokens"] = py::array_t<int32_t>(py::ssize_t(r.tokens.size()), r.tokens.data());
+  if (m.tok) {  // the new text, decoded after the prompt (a Metaspace tokenizer keeps the first word's space)
+    std::vector<int> shown = r.tokens;
+    if (r.stop_reason == "stop_id") shown.pop_back();
+    std::vector<int> all = prompt;
+    all.insert(all.end(), shown.begin(), shown.end());
+    const std::string base = m.tok->decode(prompt), full = m.tok->decode(all);
+    out["text"] = lenient(full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : m.tok->decode(shown));
+  } else {
+    out["text"] = py::none();
+  }
+  out["stop_reason"] = r.stop_reason == "stop_id" ? "eos" : r.stop_reason;
+  out["prompt_tokens"] = prompt.size();
+  out["prefill_ms"] = r.prefill_ms;
+  out["decode_ms"] = r.decode_ms;
+  out["tokens_per_second"] = r.tokens_per_second();
+  return out;
+}
+
+// One side's texts: a str is tokenized (a BOS the tokenizer adds is left out of the mean), ids are used whole.
+std::vector<qkv::analysis::SteerText> steer_texts(const ModelRef& m, const py::list& items, const char* side) {
+  std::vector<qkv::analysis::SteerText> out;
+  for (const py::handle& it : items) {
+    if (py::isinstance<py::str>(it)) {
+      if (!m.tok) qkv::usage_error(std::string(side) + ": the model has no tokenizer; give token ids instead of text");
+      qkv::analysis::SteerText t{m.tok->encode(it.cast<std::string>()), 0};
+      if (t.ids.empty()) qkv::usage_error(std::string(side) + ": a text is empty after tokenization");
+      t.from = m.tok->adds_bos() && t.ids[0] == m.tok->bos_id() ? 1 : 0;
+      out.push_back(std::move(t));
+    } else {
+      out.push_back({ids_of(IdArray::ensure(it), side), 0});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_generate(py::module_& mod, std::function<ModelRef(py::handle)> model_of) {
+  mod.def(
+      "generate",
+      [model_of](py::handle model, const IdArray& tokens, int max_new_tokens, double temperature, int top_k, double top_p,
+                 uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
+                 const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
+                                              double>>& steer,
+                 bool stop_at_eos) {
+        return generate_py(model_of(model), tokens, max_new_tokens, temperature, top_k, top_p, seed, hooks, steer,
+                           stop_at_eos);
+      },
+      py::arg("model"), py::arg("tokens"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"),
+      py::arg("top_p"), py::arg("seed"), py::arg("hooks"), py::arg("steer"), py::arg("stop_at_eos"),
+      "generate() of the engine (see qkv.Model.generate): a dict like `qkv generate --json`.");
+  mod.def(
+      "steering_vector",
+      [model_of](py::handle model, const std::string& hook, const py::list& positive, const py::list& negative) {
+        const ModelRef m = model_of(model);
+        const auto pos = steer_texts(m, positive, "positive"), neg = steer_texts(m, negative, "negative");
+        std::vector<float> v;
+        {
+          py::gil_scoped_release nogil;
+          v = qkv::analysis::steering_vector(*m.lm, hook, pos, neg);
+        }
+        return py::array_t<float>(py::ssize_t(v.size()), v.data());
+      },
+      py::arg("model"), py::arg("hook"), py::arg("positive"), py::arg("negative"),
+      "`qkv steer`'s vector as float32 [width] (see qkv.steering_vector).");
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# qkv generate and qkv steer as a user runs them: every family (qkv init --arch), every format (Hugging
+# Face directory, a lone .safetensors, llm.c .bin, GGUF f32 and quantized), greedy tokens the same from a
+# directory and its f32 GGUF, sampling reproducible by seed, streamed text = the --json text, --stop,
+# steering vectors made and used, and bad input as `qkv: error:` with exit 1 or 2.
+# Usage: generate_test.sh QKV_BINARY SOURCE_DIR
+set -uo pipefail
+qkv=$1 src=$2
+fx=$src/tests/reference/fixtures
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
+test_label=generate
+
+# a field of qkv generate --json
+field() { /usr/bin/python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(",".join(map(str,v)) if isinstance(v,list) else v)' "$1"; }
+
+for arch in gpt2 llama mistral qwen2 gemma gemma2 gpt_neox phi3 gpt_neo; do
+  "$qkv" init --arch "$arch" --preset tiny --out "$tmp/$arch" --set initializer_range=0.2 >/dev/null 2>&1 || bad "init $arch"
+  out=$("$qkv" generate --model "$tmp/$arch" --tokens 5,6,7,8 --max-new-tokens 12 --json 2>&1)
+  n=$(field tokens <<<"$out" | tr ',' '\n' | grep -c .)
+  [ "$n" = 12 ] && ok "$arch: 12 new tokens" || { bad "$arch: $n tokens"; echo "$out" | head -5; }
+  case $arch in gpt_neox | gpt_neo) continue ;; esac  # no GGUF writer for these two
+  "$qkv" convert --type f32 "$tmp/$arch" "$tmp/$arch.gguf" >/dev/null 2>&1 || bad "convert $arch"
+  a=$(field tokens <<<"$out") b=$("$qkv" generate --model "$tmp/$arch.gguf" --tokens 5,6,7,8 --max-new-tokens 12 --json | field tokens)
+  [ "$a" = "$b" ] && ok "$arch: the f32 GGUF's greedy tokens are the directory's" || bad "$arch gguf: $a vs $b"
+done
+"$qkv" convert --type q4_k "$tmp/llama" "$tmp/llama.q4_k.gguf" >/dev/null 2>&1
+check gguf-q4_k 0 '"tokens_per_second"' -- generate --model "$tmp/llama.q4_k.gguf" --tokens 5,6,7 --max-new-tokens 4 --json
+check llmc-bin 0 '"stop_reason": "max_new_tokens"' -- generate --model "$fx/tiny.bin" --tokens 3,57,14 --max-new-tokens 5 --json
+check safetensors-file 0 '"prompt_tokens": 3' -- generate --model "$src/models/induction/model.safetensors" --text "abc" --max-new-tokens 3 --json
+
+# The bundled induction model continues a repeated random string by copying it.
+ind=$src/models/induction
+check induction 0 '^kq8vz3jw' -- generate --model "$ind" --text "xkq8vz3jw|xkq8vz3jw|x" --max-new-tokens 8
+streamed=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 20 2>/dev/null)
+json_text=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 20 --json | field text)
+[ "$streamed" = "$json_text" ] && ok "streamed text = --json text" || bad "streamed '$streamed' vs json '$json_text'"
+check stats-line 0 '\[20 new tokens \(max_new_tokens\) after 13; prefill .* ms, decode .* tokens/s\]' -- generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 20
+check stop-text 0 '"text": "[^"]*xy",' -- generate --model "$ind" --text "abxyabxyabxyab" --max-new-tokens 30 --stop xy --json
+check stop-reason 0 '"stop_reason": "stop_text"' -- generate --model "$ind" --text "abxyabxyabxyab" --max-new-tokens 30 --stop xy --json
+
+# Sampling: the same seed, the same tokens; another seed, others.
+s1=$("$qkv" generate --model "$tmp/llama" --tokens 1,2,3 --max-new-tokens 20 --temperature 1 --top-k 40 --top-p 0.9 --seed 3 --json | field tokens)
+s2=$("$qkv" generate --model "$tmp/llama" --tokens 1,2,3 --max-new-tokens 20 --temperature 1 --top-k 40 --top-p 0.9 --seed 3 --json | field tokens)
+s3=$("$qkv" generate --model "$tmp/llama" --tokens 1,2,3 --max-new-tokens 20 --temperature 1 --top-k 40 --top-p 0.9 --seed 4 --json | field tokens)
+[ "$s1" = "$s2" ] && ok "same seed, same tokens" || bad "seed 3 twice: $s1 vs $s2"
+[ "$s1" != "$s3" ] && ok "another seed, other tokens" || bad "seeds 3 and 4 gave $s1"
+
+# Steering: a vector made by qkv steer changes the continuation; coefficient 0 changes nothing.
+hook=blocks.1.hook_resid_pre
+check steer-make 0 "wrote $tmp/v.npy: $hook, 128 values, norm" -- steer --model "$ind" --positive "aaaa aaaa" "bbbb" --negative "zzzz" "yyyy yyyy" --hook "$hook" --out "$tmp/v.npy"
+check steer-json 0 '"width": 64' -- steer --model "$tmp/llama" --positive-tokens 1,2,3 --negative-tokens 4,5 6,7,8 --hook blocks.0.hook_resid_post --out "$tmp/w.npy" --json
+plain=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 16 --json | field tokens)
+zero=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 16 --steer "$hook:$tmp/v.npy:0" --json | field tokens)
+steered=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens 16 --steer "$hook:$tmp/v.npy:8" --json | field tokens)
+[ "$plain" = "$zero" ] && ok "steering × 0 = no steering" || bad "× 0 changed the tokens"
+[ "$plain" != "$steered" ] && ok "steering × 8 changes the continuation" || bad "steering changed nothing"
+check steer-echo 0 '"coef": 8' -- generate --model "$ind" --text "hi" --max-new-tokens 2 --steer "$hook:$tmp/v.npy:8" --json
+
+# Bad input: usage (2) or data (1), never a crash.
+check bad-hook 2 "^qkv: error: --steer: 'blocks.7.hook_resid_pre' is not a hook point" -- generate --model "$ind" --text hi --steer "blocks.7.hook_resid_pre:$tmp/v.npy:1"
+check bad-length 1 "^qkv: error: $tmp/w.npy: 64 values, but $hook has 128 per position" -- generate --model "$ind" --text hi --steer "$hook:$tmp/w.npy:1"
+check pattern-hook 2 'not one row per position' -- generate --model "$ind" --text hi --steer "blocks.0.attn.hook_pattern:$tmp/v.npy:1"
+check bad-steer-form 2 'expected HOOK:FILE.npy:COEF' -- generate --model "$ind" --text hi --steer "$hook:$tmp/v.npy"
+check bad-coef 2 "is not a finite number" -- generate --model "$ind" --text hi --steer "$hook:$tmp/v.npy:big"
+check missing-npy 1 "^qkv: error: $tmp/nope.npy" -- generate --model "$ind" --text hi --steer "$hook:$tmp/nope.npy:1"
+check too-long 2 "^qkv: error: the prompt is 3 tokens and --max-new-tokens 126 more, but the model's context is 128" -- generate --model "$ind" --tokens 1,2,3 --max-new-tokens 126
+check fits 0 '"tokens"' -- generate --model "$ind" --tokens 1,2,3 --max-new-tokens 125 --json
+check bad-temperature 2 '^qkv: error: --temperature' -- generate --model "$ind" --text hi --temperature -1
+check bad-top-p 2 '^qkv: error: --top-p' -- generate --model "$ind" --text hi --temperature 1 --top-p 0
+check bad-top-k 2 '^qkv: error: --top-k' -- generate --model "$ind" --text hi --temperature 1 --top-k -2
+check bad-max 2 '^qkv: error: --max-new-tokens' -- generate --model "$ind" --text hi --max-new-tokens 0
+check no-input 2 '^qkv: error: no input' -- generate --model "$ind"
+check stop-no-tokenizer 2 '^qkv: error: --stop: .* has no tokenizer' -- generate --model "$tmp/llama" --tokens 1,2 --stop x
+check steer-no-texts 2 '^qkv: error: --negative: no texts' -- steer --model "$ind" --positive a --hook "$hook" --out "$tmp/x.npy"
+check steer-bad-hook 2 "^qkv: error: --hook: 'nope' is not a hook point" -- steer --model "$ind" --positive a --negative b --hook nope --out "$tmp/x.npy"
+[ ! -e "$tmp/x.npy" ] && ok "no file written on error" || bad "x.npy written"
+check help 0 'HOOK:FILE.npy:COEF' -- generate --help
+exit $fail
