@@ -10,10 +10,10 @@
 #   qkv_cli                  that + CLI11 (only there: its namespace-scope validator objects are
 #                            compiled into every TU that sees the header, PCH or not)
 #   qkv_tests_*              that + GoogleTest
-# Each kind's PCH is built by a one-file object library, qkv_pch_<kind>[_<n>], that carries the flags
+# Each kind's PCH is built by a one-file object library, qkv_pch_<kind>_<hash>, that carries the flags
 # of the targets reusing it; targets of one kind whose flags differ (the fuzz build instruments the
-# layers and qkv_server but not the tests) get one PCH per set of flags. Only third-party and standard
-# headers go in: the project's own headers change too often to be worth it.
+# layers but not the tests) get one PCH per set of flags, and a target alone (the CLI) builds its own.
+# Only third-party and standard headers go in: the project's own headers change too often to pay.
 # A TU that forgets an #include still compiles here; the Python module, the fuzz targets, the package
 # consumer (tests/package) and the aarch64 build (tests/arm/run.sh) build without PCH and catch it, as
 # does -DQKV_PCH=OFF.
@@ -29,8 +29,10 @@ set(_qkv_pch_headers_lib ${_qkv_pch_std})
 set(_qkv_pch_headers_cli ${_qkv_pch_std} <CLI/CLI.hpp>)
 set(_qkv_pch_headers_test ${_qkv_pch_std} <gtest/gtest.h>)
 
-# qkv_pch_use(<kind> <target>...): each target reuses the PCH of <kind> made with its own flags.
+# qkv_pch_use(<kind> <target>...): the targets reuse a PCH of <kind> made with their own flags.
 function(qkv_pch_use kind)
+  # Group the targets by the flags a PCH must share: -fPIC and the target-level options.
+  set(keys "")
   foreach(t ${ARGN})
     if(NOT TARGET ${t})
       continue()
@@ -43,29 +45,33 @@ function(qkv_pch_use kind)
     if(NOT opts)
       set(opts "")
     endif()
-    # One owner per (kind, -fPIC, target-level options): find it or make it.
-    string(MD5 key "${kind}|${pic}|${opts}")
-    get_property(owner GLOBAL PROPERTY QKV_PCH_${key})
-    if(NOT owner)
-      get_property(n GLOBAL PROPERTY QKV_PCH_COUNT)
-      if(NOT n)
-        set(n 0)
-      endif()
-      math(EXPR n "${n} + 1")
-      set_property(GLOBAL PROPERTY QKV_PCH_COUNT ${n})
-      set(owner qkv_pch_${kind}_${n})
-      add_library(${owner} OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_owner.cpp)
-      set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${pic} COMPILE_OPTIONS "${opts}")
-      # The usage requirements every reusing target has: -fopenmp (all link a layer), the json target,
-      # GoogleTest's GTEST_HAS_PTHREAD for the tests.
-      target_link_libraries(${owner} PRIVATE OpenMP::OpenMP_CXX Threads::Threads nlohmann_json::nlohmann_json)
-      if(kind STREQUAL "test")
-        target_link_libraries(${owner} PRIVATE GTest::gtest)
-      endif()
-      target_precompile_headers(${owner} PRIVATE ${_qkv_pch_headers_${kind}})
-      set_property(GLOBAL PROPERTY QKV_PCH_${key} ${owner})
+    string(MD5 key "${pic}|${opts}")
+    list(APPEND keys ${key})
+    list(APPEND targets_${key} ${t})
+    set(pic_${key} ${pic})
+    set(opts_${key} "${opts}")
+  endforeach()
+  list(REMOVE_DUPLICATES keys)
+  foreach(key ${keys})
+    list(LENGTH targets_${key} n)
+    if(n EQUAL 1)  # a target alone builds its own
+      target_precompile_headers(${targets_${key}} PRIVATE ${_qkv_pch_headers_${kind}})
+      continue()
     endif()
-    set_target_properties(${t} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM ${owner})
+    # Shared: an object library with no project flags (so that every reusing target's macros are a
+    # superset of the PCH's, as clang requires), the targets' -fPIC and options, and the usage
+    # requirements every one of them has: -fopenmp (all link a layer), the json target, GoogleTest's
+    # GTEST_HAS_PTHREAD for the tests.
+    set(owner qkv_pch_${kind}_${key})
+    string(SUBSTRING ${owner} 0 24 owner)
+    add_library(${owner} OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_owner.cpp)
+    set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${pic_${key}} COMPILE_OPTIONS "${opts_${key}}")
+    target_link_libraries(${owner} PRIVATE OpenMP::OpenMP_CXX Threads::Threads nlohmann_json::nlohmann_json)
+    if(kind STREQUAL "test")
+      target_link_libraries(${owner} PRIVATE GTest::gtest)
+    endif()
+    target_precompile_headers(${owner} PRIVATE ${_qkv_pch_headers_${kind}})
+    set_target_properties(${targets_${key}} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM ${owner})
   endforeach()
 endfunction()
 
