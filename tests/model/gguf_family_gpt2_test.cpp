@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/io/gguf_family.hpp"
