@@ -11,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/family.hpp"

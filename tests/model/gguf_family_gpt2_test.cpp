@@ -5,7 +5,6 @@
 // without a tokenizer written as tokenizer.ggml.model = "none"; the bundled attention-only model; bad
 // gpt2 files and tokenizer metadata named.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
