@@ -42,10 +42,36 @@ qkv::LogitMetric metric_of(const py::tuple& spec, const std::vector<int>& ids) {
   return m;
 }
 
-// (value, logits of the training forward, {hook name: gradient}) for the hooks in `names` (None: all).
+// A callable metric of a batch's logits [B, T, V] (padding rows 0), as run_with_grads_batch takes it.
+qkv::BatchLogitMetric batch_callable(py::object fn) {
+  return [fn](const std::vector<float>& logits, int B, int T, int V, std::vector<float>& dl) {
+    py::gil_scoped_acquire gil;
+    py::array_t<float> arr({B, T, V});
+    std::copy(logits.begin(), logits.end(), arr.mutable_data());
+    py::object r = fn(arr);
+    if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
+      qkv::usage_error("metric: a callable metric returns (value, dvalue_dlogits), got " +
+                       std::string(py::str(r.get_type().attr("__name__"))));
+    const double value = py::cast<double>(r.cast<py::tuple>()[0]);
+    auto g = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r.cast<py::tuple>()[1]);
+    if (!g) throw py::error_already_set();
+    if (g.ndim() != 3 || g.shape(0) != B || g.shape(1) != T || g.shape(2) != V)
+      qkv::usage_error("metric: dvalue_dlogits has shape " +
+                       qkv::shape_string(std::vector<int64_t>(g.shape(), g.shape() + g.ndim())) + ", expected [" +
+                       std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(V) + "]");
+    std::copy_n(g.data(), size_t(B) * T * V, dl.data());
+    return value;
+  };
+}
+
+// (value, logits of the training forward, {hook name: gradient}) for the hooks in `names` (None: all); a batch
+// [B, T] (with its mask) runs each sequence's real tokens by themselves, the built-in metrics per sequence
+// (summed), a callable on the whole [B, T, V].
 py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                const py::tuple& spec, const std::optional<std::vector<std::string>>& names) {
-  const std::vector<int> ids = ids_from(tokens);
+                const py::tuple& spec, const std::optional<std::vector<std::string>>& names,
+                const std::optional<py::array>& mask) {
+  const Tokens tk = tokens_from(tokens, mask);
+  const std::vector<int>& ids = tk.ids;
   std::set<std::string> keep;
   if (names)
     for (const auto& n : *names) {
@@ -53,17 +79,32 @@ py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style
         qkv::usage_error("names: '" + n + "' is not a hook point of this model (model.hook_names lists them)");
       keep.insert(n);
     }
-  const qkv::LogitMetric metric = metric_of(spec, ids);
+  const bool callable = spec[0].cast<std::string>() == "callable";
   qkv::GradRun r;
-  {
+  if (tk.batch) {
+    std::function<qkv::LogitMetric(const std::vector<int>&)> per_seq;
+    qkv::BatchLogitMetric whole;
+    if (callable) whole = batch_callable(spec[1]);
+    else per_seq = [&spec](const std::vector<int>& seq) {
+      py::gil_scoped_acquire gil;
+      return metric_of(spec, seq);
+    };
+    const qkv::LmParams& params = m->grad_params();
     py::gil_scoped_release nogil;
     std::function<bool(const std::string&)> pred;
     if (names) pred = [&](const std::string& n) { return keep.count(n) > 0; };
-    r = qkv::run_with_grads(m->grad_params(), ids, metric, pred);
+    r = qkv::run_with_grads_batch(params, ids, tk.batch, tk.mask, per_seq, whole, pred);
+  } else {
+    const qkv::LogitMetric metric = metric_of(spec, ids);
+    const qkv::LmParams& params = m->grad_params();
+    py::gil_scoped_release nogil;
+    std::function<bool(const std::string&)> pred;
+    if (names) pred = [&](const std::string& n) { return keep.count(n) > 0; };
+    r = qkv::run_with_grads(params, ids, metric, pred);
   }
   py::dict out;
   for (auto& [name, t] : r.grads) out[py::str(name)] = adopt(std::move(t));
-  qkv::Tensor logits({int64_t(ids.size()), int64_t(m->lm.arch.vocab_size)});
+  qkv::Tensor logits(tk.shape({int64_t(m->lm.arch.vocab_size)}));
   std::copy(r.logits.begin(), r.logits.end(), logits.data());
   return py::make_tuple(r.value, adopt(std::move(logits)), out);
 }
@@ -72,6 +113,7 @@ py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style
 
 void bind_grad(py::module_& mod) {
   mod.def("grads", &grads, py::arg("model"), py::arg("tokens"), py::arg("metric"), py::arg("names") = py::none(),
+          py::arg("mask") = py::none(),
           "(value, logits, {hook: ∂metric/∂activation}) from one training forward and backward (see "
           "qkv.Model.run_with_cache's incl_bwd).");
 }

@@ -35,21 +35,26 @@ namespace {
 
 using namespace qkv_py;
 
-py::array run_plain(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
-  const std::vector<int> ids = ids_from(tokens);
+py::array run_plain(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
+                    const std::optional<py::array>& mask) {
+  const Tokens tk = tokens_from(tokens, mask);
   auto st = std::make_shared<qkv::RunState>();
+  qkv::RunOptions opt;
+  opt.batch = tk.batch;
+  opt.attention_mask = tk.mask_ptr();
   const std::vector<float>* logits;
   {
     py::gil_scoped_release nogil;
-    logits = &qkv::run(m.lm, ids, *st);
+    logits = &qkv::run(m.lm, tk.ids, *st, opt);
   }
-  return view_of(const_cast<float*>(logits->data()), {int64_t(ids.size()), int64_t(m.lm.arch.vocab_size)}, st);
+  return view_of(const_cast<float*>(logits->data()), tk.shape({int64_t(m.lm.arch.vocab_size)}), st);
 }
 
 // names: the hook names to keep (None: all, and "logits"); the engine computes nothing else into memory.
 py::tuple run_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                   const std::optional<std::vector<std::string>>& names, bool materialise_all) {
-  const std::vector<int> ids = ids_from(tokens);
+                   const std::optional<std::vector<std::string>>& names, bool materialise_all,
+                   const std::optional<py::array>& mask) {
+  const Tokens tk = tokens_from(tokens, mask);
   std::set<std::string> keep;
   if (names)
     for (const auto& n : *names) {
@@ -62,7 +67,8 @@ py::tuple run_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
     py::gil_scoped_release nogil;
     std::function<bool(const std::string&)> pred;
     if (names) pred = [&](const std::string& n) { return keep.count(n) > 0; };
-    cache = qkv::run_with_cache(m.lm, ids, pred, materialise_all);
+    cache = tk.batch ? qkv::run_with_cache_batch(m.lm, tk.ids, tk.batch, tk.mask, pred, materialise_all)
+                     : qkv::run_with_cache(m.lm, tk.ids, pred, materialise_all);
   }
   // The logits always come back (the forward computes them anyway); in the dict only when asked for.
   auto it = cache.find("logits");
@@ -86,8 +92,8 @@ bool inside(const qkv::RunState& st, const float* p, int64_t n) {
 
 // hooks: (name, fn) pairs; fn(activation, name) edits the engine's buffer in place or returns a replacement.
 py::array run_hooks(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                    const std::vector<std::pair<std::string, py::object>>& hooks) {
-  const std::vector<int> ids = ids_from(tokens);
+                    const std::vector<std::pair<std::string, py::object>>& hooks, const std::optional<py::array>& mask) {
+  const Tokens tk = tokens_from(tokens, mask);
   std::map<std::string, std::vector<py::object>> by_name;
   for (const auto& [n, fn] : hooks) {
     if (!m.hook_set.count(n))
@@ -126,12 +132,14 @@ py::array run_hooks(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
   };
   qkv::RunOptions opt;
   opt.hooks = &h;
+  opt.batch = tk.batch;
+  opt.attention_mask = tk.mask_ptr();
   const std::vector<float>* logits;
   {
     py::gil_scoped_release nogil;
-    logits = &qkv::run(m.lm, ids, *st, opt);
+    logits = &qkv::run(m.lm, tk.ids, *st, opt);
   }
-  return view_of(const_cast<float*>(logits->data()), {int64_t(ids.size()), int64_t(m.lm.arch.vocab_size)}, st);
+  return view_of(const_cast<float*>(logits->data()), tk.shape({int64_t(m.lm.arch.vocab_size)}), st);
 }
 
 // The C++ side of examples/bench_cache.py: seconds of each of `reps` calls of qkv::run_with_cache (every
@@ -370,11 +378,12 @@ PYBIND11_MODULE(_qkv, mod) {
              return out;
            },
            py::arg("ids"), "Token labels as the report draws them (␣ for a space; #id without a tokenizer).")
-      .def("run", &run_plain, py::arg("tokens"), "logits [T, vocab] (a view of the run's buffer).")
+      .def("run", &run_plain, py::arg("tokens"), py::arg("mask") = py::none(),
+           "logits [T, vocab] or [B, T, vocab] for a batch (a view of the run's buffer).")
       .def("run_with_cache", &run_cache, py::arg("tokens"), py::arg("names") = py::none(),
-           py::arg("materialise_all") = false,
+           py::arg("materialise_all") = false, py::arg("mask") = py::none(),
            "(logits, cache dict): the kept activations, each array owning the engine's tensor.")
-      .def("run_with_hooks", &run_hooks, py::arg("tokens"), py::arg("hooks"),
+      .def("run_with_hooks", &run_hooks, py::arg("tokens"), py::arg("hooks"), py::arg("mask") = py::none(),
            "logits with Python hooks called on the engine's buffers.");
 
   qkv_py::bind_weights(mod);

@@ -6,12 +6,15 @@
 #include <pybind11/pybind11.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
@@ -66,6 +69,59 @@ inline std::vector<int> ids_from(const py::array_t<int64_t, py::array::c_style |
   }
   if (ids.empty()) qkv::usage_error("tokens: no tokens");
   return ids;
+}
+
+// Token ids as the engine takes them: one sequence (ids [T], batch 0) or a batch (ids [B, T] row-major,
+// batch B) with its attention mask ([B·T] of 0 / 1, or empty: every token real).
+struct Tokens {
+  std::vector<int> ids;
+  int batch = 0, T = 0;
+  std::vector<uint8_t> mask;
+  // The shape of a per-token array with trailing dims: [T, …] or [B, T, …].
+  std::vector<int64_t> shape(std::initializer_list<int64_t> tail) const {
+    std::vector<int64_t> s;
+    if (batch) s.push_back(batch);
+    s.push_back(T);
+    s.insert(s.end(), tail);
+    return s;
+  }
+  const std::vector<uint8_t>* mask_ptr() const { return mask.empty() ? nullptr : &mask; }
+};
+
+// tokens: int ids [T] (one sequence) or [B, T] (a batch); mask: None, or [B, T] (bool or 0/1) with a batch.
+inline Tokens tokens_from(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a,
+                          const std::optional<py::array>& mask) {
+  Tokens t;
+  if (a.ndim() == 1) {
+    if (mask && !mask->is_none())
+      qkv::usage_error("attention_mask: only with a batch of token ids [B, T]");
+    t.ids = ids_from(a);
+    t.T = int(t.ids.size());
+    return t;
+  }
+  if (a.ndim() != 2)
+    qkv::usage_error("tokens: expected token ids [T] or a batch [B, T], got " + std::to_string(a.ndim()) + " dimensions");
+  t.batch = int(a.shape(0));
+  t.T = int(a.shape(1));
+  if (t.batch < 1 || t.T < 1) qkv::usage_error("tokens: an empty batch");
+  t.ids.resize(size_t(a.size()));
+  for (size_t i = 0; i < t.ids.size(); i++) {
+    const int64_t v = a.data()[i];
+    if (v < 0 || v > INT32_MAX)
+      qkv::usage_error("tokens: id " + std::to_string(v) + " at [" + std::to_string(i / size_t(t.T)) + ", " +
+                       std::to_string(i % size_t(t.T)) + "] is not a token id");
+    t.ids[i] = int(v);
+  }
+  if (mask && !mask->is_none()) {
+    auto m = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(*mask);
+    if (!m) throw py::error_already_set();
+    if (m.ndim() != 2 || m.shape(0) != a.shape(0) || m.shape(1) != a.shape(1))
+      qkv::usage_error("attention_mask: shape " + qkv::shape_string(std::vector<int64_t>(m.shape(), m.shape() + m.ndim())) +
+                       " is not the tokens' [" + std::to_string(t.batch) + ", " + std::to_string(t.T) + "]");
+    t.mask.assign(m.data(), m.data() + m.size());
+    for (auto& x : t.mask) x = x ? 1 : 0;
+  }
+  return t;
 }
 
 inline std::vector<py::ssize_t> shape_of(const std::vector<int64_t>& s) { return {s.begin(), s.end()}; }

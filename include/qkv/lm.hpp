@@ -80,8 +80,9 @@ class Model : public TopSlots<Weight> {
 // naming the file and the tensor or key. NaN/Inf weights are refused.
 Model load_lm(const std::string& path);
 
-// A view of one activation at a hook point, shaped as TransformerLens names it (batch dimension
-// dropped). Writes through `data` change what the rest of the forward computes.
+// A view of one activation at a hook point, shaped as TransformerLens names it (the batch dimension
+// dropped for a single sequence, kept for a batch: RunOptions::batch). Writes through `data` change what
+// the rest of the forward computes.
 struct ActView {
   float* data = nullptr;
   std::vector<int64_t> shape;
@@ -97,8 +98,9 @@ struct Hooks {
 
 // Every buffer of a run; sized on first use, reused afterwards.
 struct RunState {
-  int T = 0;
+  int T = 0, B = 1;  // tokens per sequence, sequences
   std::vector<float> x, u, xin, q, k, v, z, zm, a, m, h, g, lse, logits, S, tmp, wbuf, qkv;
+  std::vector<int> pos, seg;  // per row: its position, and where its run of real / padding tokens starts
 };
 
 // Keys (rotated) and values of the positions run so far, per layer [n_kv, cap, dh]: a run with a cache
@@ -124,9 +126,22 @@ struct RunOptions {
   // the layers a patch can change). Not with a cache.
   int start_at_layer = 0;
   const float* resid_pre = nullptr;
+  // A batch: ids holds `batch` sequences of ids.size() / batch tokens each ([B, T], row-major), run as
+  // one: every weight's product over all B·T rows at once, attention per sequence. 0 (the default): one
+  // sequence, hooks shaped without the batch axis. >= 1: every hook's shape leads with B ([B, T, d],
+  // q [B, T, H, dh], pattern [B, H, T, T]); the logits are [B·T, vocab]. Not with a cache or last_only.
+  int batch = 0;
+  // With a batch: which tokens are real (1) and which are padding (0), [B·T]; null: all real. Each
+  // sequence's real tokens must be one contiguous run (left or right padding). Positions count from the
+  // start of each run (a left-padded sequence's first real token is position 0, as Hugging Face derives
+  // position_ids from the mask) and a query sees only keys of its own run, so a sequence's real
+  // positions compute what its own single-sequence run computes (to rounding: different GEMM shapes).
+  // Padding tokens form runs of their own; their activations mean nothing.
+  const std::vector<uint8_t>* attention_mask = nullptr;
 };
 
-// ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits.
+// ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits; with
+// RunOptions::batch, ids [B·T] -> logits [B·T, vocab].
 // 1 <= T <= n_ctx, ids in [0, vocab) (qkv::Error, Usage, otherwise).
 const std::vector<float>& run(const Model& model, const std::vector<int>& ids, RunState& st,
                               const RunOptions& opt = {});
@@ -139,6 +154,11 @@ std::vector<std::string> hook_names(const Model& model);
 std::map<std::string, Tensor> run_with_cache(const Model& model, const std::vector<int>& ids,
                                              const std::function<bool(const std::string&)>& keep = nullptr,
                                              bool materialise_all = true);
+// The same for a batch: ids [B·T] (B = batch), mask [B·T] or empty (all real); every array leads with B.
+std::map<std::string, Tensor> run_with_cache_batch(const Model& model, const std::vector<int>& ids, int batch,
+                                                   const std::vector<uint8_t>& mask,
+                                                   const std::function<bool(const std::string&)>& keep = nullptr,
+                                                   bool materialise_all = true);
 
 // Rotary positions applied to rows x [n, dh] in place, row r rotated to position pos[r] (the forward's
 // own rotation, for experiments on single q/k pairs). No-op for models with learned positions.

@@ -45,6 +45,19 @@ struct GradRun {
 GradRun run_with_grads(const LmParams& p, const std::vector<int>& ids, const LogitMetric& metric,
                        const std::function<bool(const std::string&)>& keep = nullptr);
 
+// A batch ids [B·T] with its attention mask [B·T] (empty: all real; each sequence's real tokens one
+// contiguous run, as RunOptions::attention_mask): each sequence's real tokens run through the training
+// forward and backward by themselves (positions from 0, as the batched forward places them), and the
+// gradients land in [B, T, …] arrays (pattern and scores [B, H, T, T]) with zeros at padding. The metric
+// is `per_sequence(its real ids)` summed over the sequences, or, when that is null, `batch_metric` of the
+// whole logits [B, T, V] (padding rows hold 0 there and their ∂/∂logits is ignored).
+using BatchLogitMetric =
+    std::function<double(const std::vector<float>& logits, int B, int T, int V, std::vector<float>& dlogits)>;
+GradRun run_with_grads_batch(const LmParams& p, const std::vector<int>& ids, int batch, const std::vector<uint8_t>& mask,
+                             const std::function<LogitMetric(const std::vector<int>& ids)>& per_sequence,
+                             const BatchLogitMetric& batch_metric,
+                             const std::function<bool(const std::string&)>& keep = nullptr);
+
 // A trainable copy of a loaded model's weights for run_with_grads (lm_params_from, no config).
 LmParams grad_params(const Model& model);
 

@@ -37,6 +37,7 @@ def _usage(message):
     e.exit_code, e.kind = 2, "usage"
     return e
 
+from . import batch as _batch
 from . import grad as _grad
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
@@ -211,13 +212,26 @@ class Model(_WeightsMixin):
 
     # -- forward
 
-    def __call__(self, tokens):
-        """logits float32 [T, vocab] for `tokens` (a text or token ids): the engine's forward, no hooks."""
-        return self._m.run(_ids(self, tokens))
+    def to_tokens(self, texts, padding_side="right", bos=None):
+        """(tokens int32 [B, T], attention_mask bool [B, T]): texts (or token-id lists) padded to one length
+        on the right or the left (see qkv.batch). bos as tokenize's."""
+        return _batch.to_tokens(self, texts, padding_side=padding_side, bos=bos)
 
-    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None):
+    def __call__(self, tokens, attention_mask=None):
+        """logits float32 [T, vocab] for `tokens` (a text or token ids [T]): the engine's forward, no hooks;
+        a batch (ids [B, T] with attention_mask, or a list of texts): [B, T, vocab]."""
+        ids, mask, _ = _batch.forward_tokens(self, tokens, attention_mask)
+        return self._m.run(ids, mask)
+
+    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None,
+                       attention_mask=None):
         """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
         exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
+
+        A batch (token ids [B, T] with attention_mask [B, T], from to_tokens; or a list of texts): every
+        array gains the leading B (hook_q [B, T, H, dh], hook_pattern [B, H, T, T], logits [B, T, V]); see
+        qkv.batch. With incl_bwd the built-in metrics apply to each sequence's own real tokens (position
+        −1: its last real token) and are summed; a callable gets the logits [B, T, V] (padding rows 0).
 
         incl_bwd=True: the cache also holds NAME_grad beside every kept NAME, the gradient of `metric` with
         respect to that activation (what `qkv dump --grad` writes): metric is qkv.logit_diff(A, B,
@@ -233,7 +247,7 @@ class Model(_WeightsMixin):
         value is bit for bit the one `qkv dump` (also with --layers) writes, whatever else was kept.
         The arrays own the engine's tensors (no copy); each is an `Activation` (an ndarray that
         displays as a heatmap in Jupyter)."""
-        ids = _ids(self, tokens)
+        ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
         all_names = self._all_names
         if names is None:
             keep = None  # everything: the engine's own default
@@ -255,19 +269,19 @@ class Model(_WeightsMixin):
             keep = [n for n in (all_names if keep is None else keep)
                     if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
         spec = _grad._metric_spec(self, metric) if incl_bwd else None
-        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all))
-        labels = (self, ids)
+        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
         logits = _activation(raw_logits, "logits", labels)
         cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}
         if incl_bwd:
-            _, _, grads = _qkv.grads(self._m, ids, spec, keep)
+            _, _, grads = _qkv.grads(self._m, ids, spec, keep, mask)
             for n in all_names:
                 if n in grads and (keep is None or n in keep):
                     cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)
         return logits, cache
 
-    def run_with_hooks(self, tokens, fwd_hooks=()):
-        """logits float32 [T, vocab] with Python hooks in the forward.
+    def run_with_hooks(self, tokens, fwd_hooks=(), attention_mask=None):
+        """logits float32 [T, vocab] with Python hooks in the forward (a batch: [B, T, vocab], each hook's
+        activation with the leading B, as run_with_cache's arrays).
 
         fwd_hooks: [(hook name, fn), ...]; fn(activation, name) is called when the forward reaches that
         hook point, with `activation` a writable float32 array viewing the engine's own buffer: edit it
@@ -280,15 +294,14 @@ class Model(_WeightsMixin):
             if not isinstance(h, (tuple, list)) or len(h) != 2:
                 raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
             hooks.append((str(h[0]), h[1]))
-        ids = _ids(self, tokens)
-        labels = (self, ids)
+        ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
 
         def wrap(name, fn):
             def call(arr, n):
                 return fn(_activation(arr, n, labels), n)
             return call
 
-        logits = self._m.run_with_hooks(ids, [(n, wrap(n, fn)) for n, fn in hooks])
+        logits = self._m.run_with_hooks(ids, [(n, wrap(n, fn)) for n, fn in hooks], mask)
         return _activation(logits, "logits", labels)
 
 

@@ -25,9 +25,20 @@ struct Ctx {
   const Arch& a;
   RunState& st;
   const Hooks* hooks;
-  int T;
+  int T;  // tokens per sequence
   bool materialise_all;
   KvCache* cache;
+  int B = 1;             // sequences, run as B·T rows
+  bool batched = false;  // hooks lead with B (RunOptions::batch)
+  bool padded = false;   // some sequence has padding: attention keeps to each run of st.seg
+  int R() const { return B * T; }
+  // A hook's shape: the per-sequence dims, with B in front for a batch.
+  std::vector<int64_t> shape(std::initializer_list<int64_t> dims) const {
+    std::vector<int64_t> v;
+    if (batched) v.push_back(B);
+    v.insert(v.end(), dims);
+    return v;
+  }
   // Calls the hook at `name` when the caller asked for it; the activation is `data` shaped `shape`.
   // Names are built (prefix + suffix) only when something is hooked: an unhooked run allocates nothing.
   bool wants(const std::string& prefix, const char* suffix) const {
@@ -39,7 +50,7 @@ struct Ctx {
   void maybe(const std::string& prefix, const char* suffix, float* data, std::initializer_list<int64_t> shape) const {
     if (!hooks || !hooks->wants) return;
     const std::string name = prefix + suffix;
-    if (hooks->wants(name)) hook(name, data, std::vector<int64_t>(shape));
+    if (hooks->wants(name)) hook(name, data, this->shape(shape));
   }
 };
 
@@ -145,14 +156,15 @@ void rows_to_heads(float* dst, const float* src, int H, int T, int dh) {
     for (int t = 0; t < T; t++) std::copy_n(src + (long(t) * H + h) * dh, dh, dst + (long(h) * T + t) * dh);
 }
 
-// Offers x [H, T, dh] to the hook `name` as [T, H, dh]; what the hook writes comes back.
+// Offers x [B, H, T, dh] to the hook `name` as [(B,) T, H, dh]; what the hook writes comes back.
 void hook_heads(const Ctx& c, const std::string& prefix, const char* suffix, float* x, int H, int dh) {
   if (!c.wants(prefix, suffix)) return;
   const std::string name = prefix + suffix;
-  std::vector<float> t(size_t(H) * c.T * dh);
-  heads_to_rows(t.data(), x, H, c.T, dh);
-  c.hook(name, t.data(), {c.T, H, dh});
-  rows_to_heads(x, t.data(), H, c.T, dh);
+  const size_t per = size_t(H) * c.T * dh;
+  std::vector<float> t(per * c.B);
+  for (int b = 0; b < c.B; b++) heads_to_rows(t.data() + b * per, x + b * per, H, c.T, dh);
+  c.hook(name, t.data(), c.shape({c.T, H, dh}));
+  for (int b = 0; b < c.B; b++) rows_to_heads(x + b * per, t.data() + b * per, H, c.T, dh);
 }
 
 // The rotation angles' cos and sin [T, r/2], computed in double: θ_i = pos · inv_freq_i.
@@ -169,14 +181,14 @@ void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float
     }
 }
 
-// x [H, T, dh] rotated in place: pairs (i, i + r/2) (rotate_half) or (2i, 2i + 1); dims >= r untouched.
-// torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
-void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, const float* sn) {
+// x [H, T, dh] rotated in place, row t to position pos[t] (the tables' row): pairs (i, i + r/2)
+// (rotate_half) or (2i, 2i + 1); dims >= r untouched. torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
+void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, const float* sn, const int* pos) {
   const int half = a.rotary_dim / 2;
   const bool adjacent = a.pairing == RotaryPairing::Adjacent;
 #pragma omp parallel for schedule(static) if (long(H) * T * dh >= kParallelElems)
   for (long ht = 0; ht < long(H) * T; ht++) {
-    const int t = int(ht % T);
+    const int t = pos[ht % T];
     float* p = x + ht * dh;
     const float* c = cs + long(t) * half;
     const float* s = sn + long(t) * half;
@@ -189,105 +201,116 @@ void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, 
   }
 }
 
-// Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps
-// and windows shorter than T, and for runs that extend a K/V cache): S = scale·q·kᵀ, soft-cap, mask,
-// hook, softmax, hook, z = A·v. Queries are the T new rows at positions off .. off+T-1; keys and values
-// are Tk = off + T rows, kv head g at k + g·stride.
+// Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps,
+// windows shorter than T and padded batches, and for runs that extend a K/V cache): S = scale·q·kᵀ,
+// soft-cap, mask, hook, softmax, hook, z = A·v, for each of the B sequences. Queries are the T new rows at
+// positions off .. off+T-1; keys and values are Tk = off + T rows, sequence b's kv head g at
+// k + (b·n_kv + g)·stride. A padded batch's query sees only keys of its own run (st.seg).
 void attention_materialised(const Ctx& c, int l, float* z, const float* k, const float* v, size_t stride, int off) {
   const Arch& a = c.a;
   RunState& st = c.st;
-  const int T = c.T, Tk = off + c.T, H = a.H, dh = a.dh, G = a.H / a.n_kv, w = a.window_of(l);
+  const int T = c.T, Tk = off + c.T, H = a.H, K = a.n_kv, dh = a.dh, G = a.H / a.n_kv, w = a.window_of(l);
   const std::string b = "blocks." + std::to_string(l) + ".attn.";
-  const size_t TT = size_t(T) * Tk;
-  grow(st.S, size_t(H) * TT);
+  const size_t TT = size_t(T) * Tk, per = size_t(H) * T * dh;
+  grow(st.S, size_t(c.B) * H * TT);
   float* S = st.S.data();
   const float ninf = -std::numeric_limits<float>::infinity();
   const float scale = float(a.attn_scale), cap = float(a.attn_softcap);
-  for (int h = 0; h < H; h++) {
-    float* Sh = S + size_t(h) * TT;
-    gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + size_t(h) * T * dh, dh, k + size_t(h / G) * stride, dh, 0.0f,
-                Sh, Tk);
+  for (int s = 0; s < c.B; s++) {
+    const int* seg = c.padded ? st.seg.data() + size_t(s) * T : nullptr;
+    for (int h = 0; h < H; h++) {
+      float* Sh = S + (size_t(s) * H + h) * TT;
+      gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + s * per + size_t(h) * T * dh, dh,
+                  k + (size_t(s) * K + h / G) * stride, dh, 0.0f, Sh, Tk);
 #pragma omp parallel for schedule(static) if (long(T) * Tk >= kParallelElems)
-    for (int i = 0; i < T; i++)
-      for (int j = 0; j < Tk; j++) {
-        float& s = Sh[size_t(i) * Tk + j];
-        const int qi = off + i;  // the query's position
-        if (j > qi || (w > 0 && qi - j >= w)) s = ninf;
-        else if (cap > 0) s = cap * std::tanh(s / cap);
-      }
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j < Tk; j++) {
+          float& x = Sh[size_t(i) * Tk + j];
+          const int qi = off + i;  // the query's position
+          if (j > qi || (w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x = ninf;
+          else if (cap > 0) x = cap * std::tanh(x / cap);
+        }
+    }
   }
   c.maybe(b, "hook_attn_scores", S, {H, T, Tk});
   // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
-  softmax_forward(S, S, int64_t(H) * T, Tk);
+  softmax_forward(S, S, int64_t(c.B) * H * T, Tk);
   c.maybe(b, "hook_pattern", S, {H, T, Tk});
-  for (int h = 0; h < H; h++)
-    gemm<float>(false, false, T, dh, Tk, 1.0f, S + size_t(h) * TT, Tk, v + size_t(h / G) * stride, dh, 0.0f,
-                z + size_t(h) * T * dh, dh);
+  for (int s = 0; s < c.B; s++)
+    for (int h = 0; h < H; h++)
+      gemm<float>(false, false, T, dh, Tk, 1.0f, S + (size_t(s) * H + h) * TT, Tk, v + (size_t(s) * K + h / G) * stride,
+                  dh, 0.0f, z + s * per + size_t(h) * T * dh, dh);
 }
 
-// z [H, T, dh] by the fused kernel; query head h reads key/value head h / (H / n_kv).
+// z [B, H, T, dh] by the fused kernel, one sequence at a time; query head h reads key/value head h / (H / n_kv).
 void attention_flash(const Ctx& c, float* z) {
   const Arch& a = c.a;
   RunState& st = c.st;
-  const int T = c.T, H = a.H, dh = a.dh;
-  grow(st.lse, size_t(H) * T);
+  const int T = c.T, H = a.H, K = a.n_kv, dh = a.dh;
+  grow(st.lse, size_t(c.B) * H * T);
+  const size_t qs = size_t(H) * T * dh, ks = size_t(K) * T * dh;
   // GQA in the kernel itself: k and v stay [n_kv, T, dh], read in place by every head of their group.
-  flash_attention_forward_gqa(st.q.data(), st.k.data(), st.v.data(), z, st.lse.data(), H, a.n_kv, T, dh,
-                              float(a.attn_scale));
+  for (int s = 0; s < c.B; s++)
+    flash_attention_forward_gqa(st.q.data() + s * qs, st.k.data() + s * ks, st.v.data() + s * ks, z + s * qs,
+                                st.lse.data() + size_t(s) * H * T, H, K, T, dh, float(a.attn_scale));
 }
 
-// a [T, d] = attention(u [T, d]) for block l, every hook point on the way.
+// a [B·T, d] = attention(u [B·T, d]) for block l, every hook point on the way: the projections over
+// all rows at once, heads, rotation and attention per sequence.
 void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const Arch& a = c.a;
   const BlockWeights& w = c.m.blocks[size_t(l)];
   RunState& st = c.st;
-  const int T = c.T, d = a.d, H = a.H, K = a.n_kv, dh = a.dh, qd = a.q_dim(), kvd = a.kv_dim();
+  const int T = c.T, R = c.R(), d = a.d, H = a.H, K = a.n_kv, dh = a.dh, qd = a.q_dim(), kvd = a.kv_dim();
   const std::string b = "blocks." + std::to_string(l) + ".attn.";
-  // q, k, v: the model's own maps of u, into [T, qd | kvd | kvd] (or NeoX's [T, H, 3, dh]), then heads.
+  // q, k, v: the model's own maps of u, into [R, qd | kvd | kvd] (or NeoX's [R, H, 3, dh]), then heads.
   const int total = qd + 2 * kvd;
-  grow(st.qkv, size_t(T) * total);
+  grow(st.qkv, size_t(R) * total);
   float* P = st.qkv.data();
   std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
-    linear(P, total, u, T, w.wq, &w.bq, st.wbuf);
-    linear(P + qd, total, u, T, w.wk, &w.bk, st.wbuf);
-    linear(P + qd + kvd, total, u, T, w.wv, &w.bv, st.wbuf);
+    linear(P, total, u, R, w.wq, &w.bq, st.wbuf);
+    linear(P + qd, total, u, R, w.wk, &w.bk, st.wbuf);
+    linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.wbuf);
   } else {
-    linear(P, total, u, T, w.wqkv, &w.bqkv, st.wbuf);
+    linear(P, total, u, R, w.wqkv, &w.bqkv, st.wbuf);
   }
-  grow(st.q, size_t(H) * T * dh);
-  grow(st.k, size_t(K) * T * dh);
-  grow(st.v, size_t(K) * T * dh);
-  if (a.qkv_layout == QkvLayout::NeoxPerHead) {
-    to_heads(st.q.data(), P, T, total, H, dh, [&](int h) { return h * 3 * dh; });
-    to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return h * 3 * dh + dh; });
-    to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return h * 3 * dh + 2 * dh; });
-  } else {
-    to_heads(st.q.data(), P, T, total, H, dh, [&](int h) { return h * dh; });
-    to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return qd + h * dh; });
-    to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return qd + kvd + h * dh; });
+  // [B, heads, T, dh]: sequence s's rows of P into its own heads
+  const size_t qs = size_t(H) * T * dh, ks = size_t(K) * T * dh;
+  grow(st.q, qs * c.B);
+  grow(st.k, ks * c.B);
+  grow(st.v, ks * c.B);
+  const bool neox = a.qkv_layout == QkvLayout::NeoxPerHead;
+  for (int s = 0; s < c.B; s++) {
+    const float* Ps = P + size_t(s) * T * total;
+    to_heads(st.q.data() + s * qs, Ps, T, total, H, dh, [&](int h) { return neox ? h * 3 * dh : h * dh; });
+    to_heads(st.k.data() + s * ks, Ps, T, total, K, dh, [&](int h) { return neox ? h * 3 * dh + dh : qd + h * dh; });
+    to_heads(st.v.data() + s * ks, Ps, T, total, K, dh,
+             [&](int h) { return neox ? h * 3 * dh + 2 * dh : qd + kvd + h * dh; });
   }
   scope.reset();
   hook_heads(c, b, "hook_q", st.q.data(), H, dh);
   hook_heads(c, b, "hook_k", st.k.data(), K, dh);
   hook_heads(c, b, "hook_v", st.v.data(), K, dh);
   KvCache* cache = c.cache;
-  const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1
+  const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1 (st.pos)
   if (a.rotary()) {
     scope.emplace("rotary");
     std::vector<float> cs, sn;
     rope_tables(a, off + T, cs, sn);
-    const size_t o = size_t(off) * (a.rotary_dim / 2);
-    rope_apply(st.q.data(), H, T, dh, a, cs.data() + o, sn.data() + o);
-    rope_apply(st.k.data(), K, T, dh, a, cs.data() + o, sn.data() + o);
+    for (int s = 0; s < c.B; s++) {
+      const int* pos = st.pos.data() + size_t(s) * T;
+      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs.data(), sn.data(), pos);
+      rope_apply(st.k.data() + s * ks, K, T, dh, a, cs.data(), sn.data(), pos);
+    }
     scope.reset();
     hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
     hook_heads(c, b, "hook_rot_k", st.k.data(), K, dh);
   }
-  grow(st.z, size_t(H) * T * dh);
+  grow(st.z, qs * c.B);
   const int win = a.window_of(l);
-  const bool materialise = c.materialise_all || c.wants(b, "hook_attn_scores") || c.wants(b, "hook_pattern") || a.attn_softcap > 0 ||
-                           (win > 0 && win < T);
+  const bool materialise = c.materialise_all || c.padded || c.wants(b, "hook_attn_scores") ||
+                           c.wants(b, "hook_pattern") || a.attn_softcap > 0 || (win > 0 && win < T);
   scope.emplace(cache || materialise ? "attention (materialised)" : "attention (flash)");
   if (cache) {
     // Append the new rows' (rotated) keys and values, then attend over everything cached.
@@ -304,23 +327,23 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   } else {
     attention_flash(c, st.z.data());
   }
-  // z [H, T, dh] -> zm [T, H·dh] (which is TransformerLens's hook_z [T, H, dh] as it lies)
-  grow(st.zm, size_t(T) * qd);
-  heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
+  // z [B, H, T, dh] -> zm [B·T, H·dh] (which is TransformerLens's hook_z [(B,) T, H, dh] as it lies)
+  grow(st.zm, size_t(R) * qd);
+  for (int s = 0; s < c.B; s++) heads_to_rows(st.zm.data() + s * qs, st.z.data() + s * qs, H, T, dh);
   scope.reset();
   c.maybe(b, "hook_z", st.zm.data(), {T, H, dh});
   scope.emplace("W_O");
-  linear(out, d, st.zm.data(), T, w.wo, &w.bo, st.wbuf);
+  linear(out, d, st.zm.data(), R, w.wo, &w.bo, st.wbuf);
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
 
-// out [T, d] = mlp(u [T, d])
+// out [B·T, d] = mlp(u [B·T, d])
 void mlp_block(const Ctx& c, int l, const float* u, float* out) {
   const Arch& a = c.a;
   const BlockWeights& w = c.m.blocks[size_t(l)];
   RunState& st = c.st;
-  const int T = c.T, d = a.d, ff = a.d_ff;
+  const int T = c.R(), d = a.d, ff = a.d_ff;  // every row of the batch
   const long n = long(T) * ff;
   grow(st.h, size_t(n));
   float* h = st.h.data();
@@ -388,9 +411,7 @@ void apply_rotary(const Arch& a, float* x, int n, const int* pos) {
   for (int r = 0; r < n; r++) mx = std::max(mx, pos[r]);
   std::vector<float> cs, sn;
   rope_tables(a, mx + 1, cs, sn);
-  const int half = a.rotary_dim / 2;
-  for (int r = 0; r < n; r++)
-    rope_apply(x + size_t(r) * a.dh, 1, 1, a.dh, a, cs.data() + size_t(pos[r]) * half, sn.data() + size_t(pos[r]) * half);
+  for (int r = 0; r < n; r++) rope_apply(x + size_t(r) * a.dh, 1, 1, a.dh, a, cs.data(), sn.data(), pos + r);
 }
 
 std::vector<std::string> hook_names(const Model& m) {
@@ -431,18 +452,61 @@ double lm_forward_flops(const Arch& a, int T, bool last_only) {
   return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size;
 }
 
+// Each row's position and the start of its run (st.pos, st.seg) from the attention mask, which must give
+// each of the B sequences one contiguous run of real tokens; whether any sequence is padded. Without a
+// mask (or a batch) every row is real and row t of a sequence sits at position off + t.
+static bool positions(RunState& st, const RunOptions& opt, int B, int T, int off) {
+  st.pos.resize(size_t(B) * T);
+  st.seg.assign(size_t(B) * T, 0);
+  const std::vector<uint8_t>* mask = opt.attention_mask;
+  if (mask && mask->size() != size_t(B) * T)
+    usage_error("attention_mask: " + std::to_string(mask->size()) + " values for a batch of " + std::to_string(B) +
+                " × " + std::to_string(T) + " tokens");
+  bool padded = false;
+  for (int b = 0; b < B; b++) {
+    int s = 0, e = T;  // the real run [s, e)
+    if (mask) {
+      const uint8_t* mb = mask->data() + size_t(b) * T;
+      while (s < T && !mb[s]) s++;
+      e = s;
+      while (e < T && mb[e]) e++;
+      if (s == T) usage_error("attention_mask: sequence " + std::to_string(b) + " has no real token");
+      for (int t = e; t < T; t++)
+        if (mb[t])
+          usage_error("attention_mask: sequence " + std::to_string(b) +
+                      "'s real tokens are not one contiguous run (pad on the left or on the right only)");
+      padded = padded || s > 0 || e < T;
+    }
+    for (int t = 0; t < T; t++) {
+      const int start = t < s ? 0 : t < e ? s : e;
+      st.seg[size_t(b) * T + t] = start;
+      st.pos[size_t(b) * T + t] = off + t - start;
+    }
+  }
+  return padded;
+}
+
 const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunState& st, const RunOptions& opt) {
   const Arch& a = m.arch;
-  const int T = int(ids.size()), d = a.d, V = a.vocab_size;
+  if (opt.batch < 0) usage_error("batch: " + std::to_string(opt.batch) + " sequences");
+  const int B = std::max(1, opt.batch);
+  if (ids.size() % size_t(B))
+    usage_error("batch: " + std::to_string(ids.size()) + " token ids do not split into " + std::to_string(B) +
+                " sequences of one length");
+  if (opt.batch > 0 && (opt.cache || opt.last_only))
+    usage_error("batch: a batch runs without a K/V cache and with every row's logits");
+  if (opt.attention_mask && opt.batch == 0) usage_error("attention_mask: only with a batch");
+  const int T = int(ids.size()) / B, R = int(ids.size()), d = a.d, V = a.vocab_size;
   if (T < 1) usage_error("no tokens: the input is empty");
   const int before = opt.cache ? opt.cache->len : 0;
   if (before + T > a.n_ctx)
     usage_error(std::to_string(before + T) + " tokens" + (before ? " (" + std::to_string(before) + " cached)" : std::string()) +
                 ", but the model's context is " + std::to_string(a.n_ctx) +
                 " positions; shorten the input");
-  for (int t = 0; t < T; t++)
-    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V)
-      usage_error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
+  for (int r = 0; r < R; r++)
+    if (ids[size_t(r)] < 0 || ids[size_t(r)] >= V)
+      usage_error("token id " + std::to_string(ids[size_t(r)]) + " at position " +
+                  (opt.batch > 0 ? "[" + std::to_string(r / T) + ", " + std::to_string(r % T) + "]" : std::to_string(r)) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
   KvCache* cache = opt.cache;
   const int off = cache ? cache->len : 0;
@@ -465,9 +529,11 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
       cache->cap = cap;
     }
   }
-  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache};
+  const bool padded = positions(st, opt, B, T, off);
+  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
   st.T = T;
-  const size_t Td = size_t(T) * d;
+  st.B = B;
+  const size_t Td = size_t(R) * d;
   grow(st.x, Td);
   grow(st.u, Td);
   grow(st.a, Td);
@@ -485,12 +551,12 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     const bool learned = a.pos == PosKind::Learned;
     if (learned) grow(st.tmp, Td);
 #pragma omp parallel for schedule(static) if (long(Td) >= kParallelElems)
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < R; t++) {
       float* xt = x + long(t) * d;
       m.wte.read(int64_t(ids[size_t(t)]) * d, d, xt);
       if (learned) {
         float* p = st.tmp.data() + long(t) * d;
-        m.wpe.read(int64_t(off + t) * d, d, p);
+        m.wpe.read(int64_t(st.pos[size_t(t)]) * d, d, p);
         for (int j = 0; j < d; j++) xt[j] += p[j];
       }
       if (es != 1.0f)
@@ -504,7 +570,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     c.maybe(b, "hook_resid_pre", x, {T, d});
     {
       profile::Scope p_("norm");
-      norm_rows(u, x, w.ln1_w, w.ln1_b, a, T, d);
+      norm_rows(u, x, w.ln1_w, w.ln1_b, a, R, d);
     }
     c.maybe(b, "ln1.hook_normalized", u, {T, d});
     if (a.parallel_residual && !a.attn_only()) {  // the MLP reads the block's input, not resid_mid
@@ -512,25 +578,25 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
       std::copy_n(x, Td, st.xin.data());
     }
     attention_block(c, l, u, att);
-    if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, T, d);
+    if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, R, d);
     c.maybe(b, "hook_attn_out", att, {T, d});
     if (!a.attn_only()) {
       grow(st.m, Td);
       float* mo = st.m.data();
       if (a.parallel_residual) {
-        norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, T, d);
+        norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, R, d);
       } else {
         add_rows(x, att, long(Td));
         c.maybe(b, "hook_resid_mid", x, {T, d});
         profile::Scope p_("norm");
-        norm_rows(u, x, w.ln2_w, w.ln2_b, a, T, d);
+        norm_rows(u, x, w.ln2_w, w.ln2_b, a, R, d);
       }
       c.maybe(b, "ln2.hook_normalized", u, {T, d});
       {
         profile::Scope p_("mlp block");
         mlp_block(c, l, u, mo);
       }
-      if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, T, d);
+      if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, R, d);
       c.maybe(b, "hook_mlp_out", mo, {T, d});
       if (a.parallel_residual) add_rows(mo, att, long(Td));  // HF: mlp_out + attn_out + x
       add_rows(x, mo, long(Td));
@@ -546,10 +612,10 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   }
 
   // logits = norm_f(x) · Wᵀ (lm_head, or the embedding when tied), soft-capped for Gemma 2
-  const int rows = opt.last_only ? 1 : T;
-  float* xf = x + long(T - rows) * d;
+  const int rows = opt.last_only ? 1 : R;
+  float* xf = x + long(R - rows) * d;
   norm_rows(u, xf, m.lnf_w, m.lnf_b, a, rows, d);
-  c.maybe(std::string(), "ln_final.hook_normalized", u, {rows, d});
+  c.maybe(std::string(), "ln_final.hook_normalized", u, {opt.last_only ? 1 : T, d});
   st.logits.resize(size_t(rows) * V);
   const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
   {
@@ -560,7 +626,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     const float cap = float(a.final_softcap);
     for (auto& v : st.logits) v = cap * std::tanh(v / cap);
   }
-  c.maybe(std::string(), "logits", st.logits.data(), {rows, V});
+  c.maybe(std::string(), "logits", st.logits.data(), {opt.last_only ? 1 : T, V});
   if (cache) cache->len += T;
   return st.logits;
 }
@@ -580,6 +646,29 @@ std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<i
   RunOptions o;
   o.hooks = &h;
   o.materialise_all = materialise_all;
+  run(m, ids, st, o);
+  return cache;
+}
+
+std::map<std::string, Tensor> run_with_cache_batch(const Model& m, const std::vector<int>& ids, int batch,
+                                                   const std::vector<uint8_t>& mask,
+                                                   const std::function<bool(const std::string&)>& keep,
+                                                   bool materialise_all) {
+  if (batch < 1) usage_error("batch: " + std::to_string(batch) + " sequences");
+  std::map<std::string, Tensor> cache;
+  Hooks h;
+  h.wants = [&](const std::string& n) { return !keep || keep(n) || n == "logits"; };
+  h.fn = [&](const std::string& n, ActView v) {
+    Tensor t(v.shape);
+    std::copy_n(v.data, v.numel(), t.data());
+    cache[n] = std::move(t);
+  };
+  RunState st;
+  RunOptions o;
+  o.hooks = &h;
+  o.materialise_all = materialise_all;
+  o.batch = batch;
+  o.attention_mask = mask.empty() ? nullptr : &mask;
   run(m, ids, st, o);
   return cache;
 }

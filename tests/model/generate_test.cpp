@@ -12,7 +12,6 @@
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace fs = std::filesystem;
 

@@ -168,7 +168,7 @@ def test_errors_are_qkv_error_with_the_clis_message(tmp_path):
 
 def test_bad_input_raises(model, tokens):
     V, P = model.config["vocab_size"], model.config["n_ctx"]
-    for bad in ([V], [-1], [], np.zeros(P + 1, dtype=np.int32), [[1, 2], [3, 4]], [0.5, 1.5]):
+    for bad in ([V], [-1], [], np.zeros(P + 1, dtype=np.int32), [[[1, 2]]], [0.5, 1.5], [[0.5, 1.5]]):
         with pytest.raises(qkv.Error):
             model(bad)
     with pytest.raises(qkv.Error, match="not a hook point"):
