@@ -12,7 +12,7 @@
 
 struct ModelRef {
   const qkv::Model* lm = nullptr;
-  const qkv::Tokenizer* tok = nullptr;       // null without a tokenizer
+  const qkv::Tokenizer* tok = nullptr;           // null without a tokenizer
   const std::set<std::string>* hooks = nullptr;  // the model's hook names
 };
 
