@@ -1,4 +1,4 @@
-// The GPT-2-small-shaped forward_fast (inference.hpp) at T = 128 and 1024, the SGEMMs it is made of,
+// The GPT-2-small-shaped forward (run(), lm.hpp) at T = 128 and 1024, the SGEMMs it is made of,
 // the SGEMM peak (2048²), and a training step of the bundled model's shape — the Google Benchmark
 // twins of `qkv bench forward | gemm | train-step` (tools/qkv/cmd_bench.cpp). GFLOP/s as counters.
 #include <benchmark/benchmark.h>
@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "qkv/gemm.hpp"
-#include "qkv/inference.hpp"
-#include "qkv/model.hpp"
-#include "qkv/train/train.hpp"
+#include <nlohmann/json.hpp>
+
+#include "qkv/lm.hpp"
+#include "qkv/lm_train.hpp"
+#include "qkv/train/train_lm.hpp"
 
 namespace {
 
@@ -21,26 +23,23 @@ std::vector<float> random_vector(size_t n, uint64_t seed) {
   return v;
 }
 
-const qkv::GPT2& gpt2_small() {
-  static const qkv::GPT2 m = [] {
-    qkv::GPT2 g{qkv::GPT2Config{}};
-    qkv::init_gpt2(g, 0);
-    return g;
-  }();
-  return m;
-}
+struct Gpt2Small {
+  qkv::LmParams p = qkv::init_lm(qkv::default_config("gpt2", "small"), 0);
+  qkv::Model m = qkv::lm_view(p);
+};
 
 void BM_Gpt2SmallForward(benchmark::State& state) {
-  const qkv::GPT2& m = gpt2_small();
+  static const Gpt2Small g;
+  const qkv::Model& m = g.m;
   const int T = int(state.range(0));
   std::vector<int> ids(static_cast<size_t>(T));
-  for (int t = 0; t < T; t++) ids[size_t(t)] = (t * 7919) % m.config.vocab_size;
-  qkv::InferenceState st(m.config, T);
+  for (int t = 0; t < T; t++) ids[size_t(t)] = (t * 7919) % m.arch.vocab_size;
+  qkv::RunState st;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(qkv::forward_fast(m, ids, st).data());
+    benchmark::DoNotOptimize(qkv::run(m, ids, st).data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOPs"] = benchmark::Counter(qkv::forward_flops(m.config, T) * 1e-9,
+  state.counters["GFLOPs"] = benchmark::Counter(qkv::lm_forward_flops(m.arch, T) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Gpt2SmallForward)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -74,17 +73,16 @@ BENCHMARK(BM_Sgemm)
 
 // The bundled model's shape: 2-layer attention-only, vocab 256, d 64, 4 heads; batch 32 × 128 tokens.
 void BM_TrainStep(benchmark::State& state) {
-  qkv::GPT2Config c;
-  c.vocab_size = 256, c.n_positions = 256, c.n_embd = 64, c.n_layer = 2, c.n_head = 4, c.attn_only = true;
-  qkv::GPT2 m(c);
-  qkv::init_gpt2(m, 0);
+  const nlohmann::json c = {{"model_type", "gpt2"}, {"vocab_size", 256}, {"n_positions", 256}, {"n_ctx", 256},
+                            {"n_embd", 64},         {"n_layer", 2},      {"n_head", 4},        {"qkv_attn_only", true}};
+  qkv::LmParams m = qkv::init_lm(c, 0);
   qkv::TrainSettings s;
   s.steps = 1;
   s.batch = 32;
   s.warmup = 1;
-  const qkv::DataSource data = qkv::induction_data(c.vocab_size, 128);
-  for (auto _ : state) qkv::train(m, data, s, 0, nullptr);
-  state.counters["GFLOPs"] = benchmark::Counter(3.0 * 32 * qkv::forward_flops(c, 128) * 1e-9,
+  const qkv::DataSource data = qkv::induction_data(256, 128);
+  for (auto _ : state) qkv::train_lm(m, data, s, 0, nullptr);
+  state.counters["GFLOPs"] = benchmark::Counter(3.0 * 32 * qkv::lm_forward_flops(m.arch(), 128) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TrainStep)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -97,7 +97,7 @@ def safetensors_seeds():
                                                  b'"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}  ') + f32([1]))
 
 
-# ---- GPT-2 in safetensors with the config in __metadata__ (load_model) ----
+# ---- GPT-2 in safetensors with the config in __metadata__ (load_lm) ----
 def gpt2_table(V, P, d, L, attn_only, inner=0):
     I = inner or 4 * d
     t = [("wte.weight", [V, d]), ("wpe.weight", [P, d])]

@@ -26,106 +26,14 @@
 #include "qkv/report/experiments_json.hpp"
 #include "qkv/report/svg.hpp"
 #include "qkv/report/tour_report.hpp"
+#include "py_model.hpp"
 
 namespace py = pybind11;
 namespace an = qkv::analysis;
 
 namespace {
 
-// ---- conversions -----------------------------------------------------------------------------------
-
-py::object to_py(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::null: return py::none();
-    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      py::list l;
-      for (const auto& e : j) l.append(to_py(e));
-      return std::move(l);
-    }
-    case nlohmann::json::value_t::object: {
-      py::dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d[py::str(it.key())] = to_py(it.value());
-      return std::move(d);
-    }
-    default: return py::none();
-  }
-}
-
-// UTF-8 that may be cut inside a character (a byte-level token) as str, bad bytes as U+FFFD.
-py::str lenient_str(const std::string& s) {
-  PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::str>(o);
-}
-
-std::vector<int> ids_from(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a) {
-  if (a.ndim() != 1) qkv::usage_error("tokens: expected a 1-D array of token ids, got " + std::to_string(a.ndim()) + " dimensions");
-  std::vector<int> ids(size_t(a.shape(0)));
-  for (size_t i = 0; i < ids.size(); i++) {
-    const int64_t v = a.data()[i];
-    if (v < 0 || v > INT32_MAX)
-      qkv::usage_error("tokens: id " + std::to_string(v) + " at position " + std::to_string(i) + " is not a token id");
-    ids[i] = int(v);
-  }
-  if (ids.empty()) qkv::usage_error("tokens: no tokens");
-  return ids;
-}
-
-std::vector<py::ssize_t> shape_of(const std::vector<int64_t>& s) { return {s.begin(), s.end()}; }
-
-// A Tensor moved into the array's owner: no copy.
-py::array adopt(qkv::Tensor&& t) {
-  auto* p = new qkv::Tensor(std::move(t));
-  py::capsule owner(p, [](void* v) { delete static_cast<qkv::Tensor*>(v); });
-  return py::array_t<float>(shape_of(p->shape()), p->data(), owner);
-}
-
-// An array viewing memory of a run, which it keeps alive.
-py::array view_of(float* data, const std::vector<int64_t>& shape, const std::shared_ptr<qkv::RunState>& st) {
-  auto* keep = new std::shared_ptr<qkv::RunState>(st);
-  py::capsule owner(keep, [](void* v) { delete static_cast<std::shared_ptr<qkv::RunState>*>(v); });
-  return py::array_t<float>(shape_of(shape), data, owner);
-}
-
-// ---- the model -------------------------------------------------------------------------------------
-
-struct PyModel {
-  std::string path;
-  qkv::Model lm;
-  std::optional<qkv::Tokenizer> tok;
-  std::vector<std::string> hooks;  // hook_names(lm)
-  std::set<std::string> hook_set;
-
-  explicit PyModel(const std::optional<std::string>& p) {
-    path = p ? *p : qkv::default_model_path();
-    if (path.empty()) qkv::usage_error("qkv.load: no path given, no bundled model was found and $QKV_MODEL is not set");
-    lm = qkv::load_lm(path);
-    tok = qkv::tokenizer_for_model(path);
-    if (tok && tok->vocab_size() > lm.arch.vocab_size)
-      qkv::data_error(path + ": tokenizer has " + std::to_string(tok->vocab_size()) +
-                      " tokens but the model's vocab_size is " + std::to_string(lm.arch.vocab_size));
-    hooks = qkv::hook_names(lm);
-    hook_set = {hooks.begin(), hooks.end()};
-  }
-
-  const qkv::Tokenizer* tokenizer() const { return tok ? &*tok : nullptr; }
-  const qkv::Tokenizer& need_tokenizer() const {
-    if (!tok) qkv::usage_error(path + " has no tokenizer beside it (vocab.json + merges.txt); give token ids instead of text");
-    return *tok;
-  }
-  std::vector<std::string> labels(const std::vector<int>& ids) const {
-    std::vector<std::string> out;
-    for (int id : ids) out.push_back(tok && id < tok->vocab_size() ? qkv::token_label(*tok, id) : "#" + std::to_string(id));
-    return out;
-  }
-};
-
-using ModelPtr = std::shared_ptr<PyModel>;
+using namespace qkv_py;
 
 py::array run_plain(PyModel& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
   const std::vector<int> ids = ids_from(tokens);
@@ -469,6 +377,9 @@ PYBIND11_MODULE(_qkv, mod) {
       .def("run_with_hooks", &run_hooks, py::arg("tokens"), py::arg("hooks"),
            "logits with Python hooks called on the engine's buffers.");
 
+  qkv_py::bind_weights(mod);
+  qkv_py::bind_grad(mod);
+  qkv_py::bind_patch(mod);
   bind_generate(mod, [](py::handle h) {  // python/generate.cpp: generate, steering_vector
     const PyModel& m = h.cast<const PyModel&>();
     return ModelRef{&m.lm, m.tokenizer(), &m.hook_set};

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh, then the test-only packages) and runs every test, stage by stage:
 #   1. the normal (Release) build with tests and benchmarks: every GoogleTest, CLI and fuzz-replay test;
-#   1b. on that build: `import qkv`'s pytest suite, the notebooks executed, and tests/package/ (a consumer of
-#       `cmake --install`) built and run (QKV_TEST_PYTHON=0 skips);
+#   1b. on that build: `import qkv`'s pytest suite, the notebooks executed, `pip install .` into a fresh venv
+#       and imported from there, and tests/package/ (a consumer of `cmake --install`) built and run
+#       (QKV_TEST_PYTHON=0 skips);
 #   2. the bundled models' recipes rerun (tests/train/retrain_bundled.sh and retrain_llama.sh): they must
 #      reproduce models/induction and models/induction-llama byte for byte with the same thread count;
 #   3. one clang build with ASan + UBSan and libFuzzer's coverage (build-san: -O1, line tables; no Python, no
@@ -27,10 +28,10 @@ stage "setup (the main job's packages and build)"
 source scripts/apt.sh
 # Test-only packages, in one apt call: GoogleTest/Benchmark, clang 14 with libFuzzer and its OpenMP, the
 # browser tests' Chromium, Open MPI (qkv sweep over ranks), PyTorch (float64 references), pytest and
-# nbconvert, and the aarch64 cross compiler + qemu (stage 4).
+# nbconvert, venv + setuptools + wheel (`pip install .`), and the aarch64 cross compiler + qemu (stage 4).
 test_packages=(libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
                curl chromium libopenmpi-dev openmpi-bin python3-torch python3-pytest jupyter-nbconvert
-               python3-ipykernel)
+               python3-ipykernel python3-venv python3-setuptools python3-wheel)
 [ "${QKV_TEST_ARM:-1}" != 0 ] && test_packages+=(g++-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)
 # Node.js and npm for the browser and peer tests: Debian's only where none is on PATH already (a machine may
 # carry another Node.js build, which Debian's npm package conflicts with).
@@ -70,6 +71,22 @@ if [ "${QKV_TEST_PYTHON:-1}" != 0 ]; then
         status=1
     done
     rm -rf "$nbdir"
+    # `pip install .` (setup.py: setuptools driving CMake) into a fresh venv that sees Debian's NumPy, with no
+    # index and no build isolation, reusing this build (only qkv_python is brought up to date); the module
+    # must import from the venv, not from the build or a .pth.
+    venv=$(mktemp -d)
+    if /usr/bin/python3 -m venv --system-site-packages "$venv/venv" &&
+      QKV_BUILD_DIR="$PWD/$build" "$venv/venv/bin/pip" install -q --no-build-isolation --no-index --no-deps . &&
+      (cd "$venv" && env -u PYTHONPATH "$venv/venv/bin/python" -c '
+import sys, qkv
+assert qkv.__file__.startswith(sys.prefix), qkv.__file__
+m = qkv.load()
+assert m.W_Q.shape[0] == m.cfg.n_layers and len(m.run_with_cache(m.tokenize("ab"))[1]) > 10
+print("qkv test: pip install . ->", qkv.__file__)'); then :; else
+      echo "qkv test: pip install . into a venv failed" >&2
+      status=1
+    fi
+    rm -rf "$venv"
   fi
   bash tests/package/run.sh "$build" || status=1
   stage "python (pytest, notebooks) and the installed package's consumer"

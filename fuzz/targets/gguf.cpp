@@ -1,15 +1,14 @@
 // GgufFile::open (header, 13 value types, nested arrays, tensor infos, alignment, offsets) and what it
 // permits, on arbitrary bytes: an accepted file's tensors lie inside the file, aligned and disjoint;
 // every supported tensor dequantizes; metadata and tensors survive write_gguf + open unchanged; the
-// gpt2 loader, the families' loader (llama, qwen2, gemma, gemma2, phi3; a loaded model runs two tokens)
-// and the metadata tokenizer (gpt2, llama) either succeed or throw qkv::Error.
+// families' loader (gpt2, llama, qwen2, gemma, gemma2, phi3; a loaded model runs two tokens) and the
+// metadata tokenizer (gpt2, llama, none) either succeed or throw qkv::Error.
 #include "qkv/io/gguf.hpp"
 
 #include <cstring>
 
 #include "fuzz_util.hpp"
 #include "qkv/io/gguf_family.hpp"
-#include "qkv/io/gguf_gpt2.hpp"
 
 using namespace qkv;
 
@@ -59,10 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     try {
       if (f.metadata().has("tokenizer.ggml.model")) gguf_tokenizer(f);
-    } catch (const Error&) {
-    }
-    try {
-      load_gguf_gpt2(path);
     } catch (const Error&) {
     }
     try {

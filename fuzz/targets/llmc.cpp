@@ -1,8 +1,9 @@
-// read_llmc on arbitrary bytes, then load_model on the same file (the .bin path: llm.c tensors into
-// GPT-2's parameter table, NaN/Inf check). What it accepts must have exactly the shapes it claims.
+// read_llmc on arbitrary bytes, then load_lm on the same file (the .bin path: llm.c tensors as views into
+// the mapped file under GPT-2's family table, NaN/Inf check). What it accepts must have exactly the
+// shapes it claims, and its parameters are bounded by the file.
 #include "fuzz_util.hpp"
 #include "qkv/io/llmc.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
 
 using namespace qkv;
 
@@ -20,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
   try {
-    const GPT2 m = load_model(path);
-    QKV_FUZZ_CHECK(int64_t(m.params.size()) * 2 <= int64_t(size), "parameters are bounded by the file");
+    const Model m = load_lm(path);
+    QKV_FUZZ_CHECK(m.num_parameters() * 2 <= int64_t(size), "parameters are bounded by the file");
   } catch (const Error&) {
   }
   return 0;

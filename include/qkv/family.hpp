@@ -7,7 +7,7 @@
 // row: a file in src/model/families/ with its reader, tensor list and default config, one line in
 // src/model/family.cpp's list, a case in tests/reference/make_family_fixtures.py and its fixture.
 #pragma once
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +40,11 @@ struct TensorList {
   }
 };
 
+// How init_lm (lm_train.hpp) draws a fresh model's matrices and embeddings from N(0, 0.02), the residual
+// outputs' from N(0, 0.02/√(2·n_layer)): each tensor from its own double-precision normal (GPT-2's, the
+// draw the first bundled model was made with) or one float stream over the whole table (the rest).
+enum class InitDraw { per_tensor_double, one_float_stream };
+
 struct Family {
   std::string model_type;         // config.json's model_type: "gpt2", "llama", …
   std::string title;              // for help texts: "Llama (2, 3, 3.1; SmolLM, TinyLlama)"
@@ -54,6 +59,7 @@ struct Family {
   // The config.json `qkv init --arch` starts from: "tiny" (tests: a few hundred thousand parameters)
   // or "small" (benchmarks: GPT-2-small-like sizes).
   nlohmann::json (*default_config)(bool tiny);
+  InitDraw init_draw = InitDraw::one_float_stream;
 };
 
 // Every family, in the order help texts list them.

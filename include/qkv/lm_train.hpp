@@ -10,9 +10,12 @@
 // then logits = norm_f(x)·Wᵀ (soft-cap). Every backward accumulates (+=).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "qkv/arch.hpp"
 #include "qkv/lm.hpp"
@@ -52,10 +55,13 @@ void rope_backward(T* dx, int heads, const RopeTable& r);
 template <class T>
 void attention_forward(T* z, T* A, T* Sc, const T* q, const T* k, const T* v, int H, int n_kv, int T_, int dh,
                        double scale, double softcap, int window);
-// dq [H, T, dh], dk, dv [n_kv, T, dh] accumulate (dK, dV summed over the heads of a group).
+// dq [H, T, dh], dk, dv [n_kv, T, dh] accumulate (dK, dV summed over the heads of a group). dA_out and
+// dS_out [H, T, T] (optional) receive ∂/∂pattern (dz·vᵀ, masked entries included) and ∂/∂(the soft-capped,
+// masked scores) (0 where masked), overwritten.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dz, const T* A, const T* Sc, const T* q, const T* k,
-                        const T* v, int H, int n_kv, int T_, int dh, double scale, double softcap);
+                        const T* v, int H, int n_kv, int T_, int dh, double scale, double softcap,
+                        T* dA_out = nullptr, T* dS_out = nullptr);
 
 // h [n] = act(g) · up (gated kinds: SwiGLU silu, GeGLU gelu_tanh) or act(g) (GeluTanh, Gelu: up null).
 template <class T>
@@ -108,6 +114,25 @@ template <class T>
 double lm_train_backward(const LmLayout& L, const T* params, const std::vector<int>& targets, LmActs<T>& acts,
                          T* grads);
 
+// Receives ∂(the backward's scalar)/∂(activation) at each hook point (lm.hpp's names and shapes) as the
+// backward reaches it: `wants(name)` (null: every hook) picks them; fn gets the data as the backward
+// holds it, [rows…] as `shape` says, except that q, k, v, rot_q and rot_k come heads-major [n, T, dh]
+// (heads_major true) while their hook shape is TransformerLens's [T, n, dh]. The data is valid during
+// the call only.
+template <class F>
+struct ActGradSink {
+  std::function<bool(const std::string&)> wants;
+  std::function<void(const std::string& name, const F* data, const std::vector<int64_t>& shape, bool heads_major)>
+      fn;
+};
+
+// After lm_train_forward: the backward from dlogits = ∂(scalar)/∂logits [T, vocab] (after any final
+// soft-cap, as run() returns the logits). grads (size L.size): accumulates ∂/∂params, or null to compute
+// only the activations' gradients (about half the work); sink: the hook points' gradients, or null.
+template <class T>
+void lm_backward(const LmLayout& L, const T* params, std::vector<T> dlogits, LmActs<T>& acts, T* grads,
+                 const ActGradSink<T>* sink);
+
 // A trainable model: the layout and the fp32 parameters.
 struct LmParams {
   LmLayout layout;
@@ -120,7 +145,13 @@ struct LmParams {
 // A model of this config with the family's initialisation: N(0, 0.02) matrices and embeddings, the
 // residual outputs (W_O, the MLP's down) scaled by 1/√(2·n_layer), norm weights at identity (1, Gemma
 // 0), biases 0. Deterministic for a seed.
-LmParams init_lm(const nlohmann::json& config, uint64_t seed);
+struct LmInit {
+  // Learned positions (GPT-2, GPT-Neo) start as sinusoids — wpe[pos, 2i] = sin(pos / 10000^(2i/d)),
+  // wpe[pos, 2i+1] = cos(…) — scaled to RMS 0.02, and are still learned: the GPT-2 induction preset's
+  // start, which hands a previous-token head a position code from the first step.
+  bool sinusoidal_positions = false;
+};
+LmParams init_lm(const nlohmann::json& config, uint64_t seed, const LmInit& options = {});
 // Parameters for gradient checks in double, large enough that every path matters: matrices N(0, 0.3),
 // norm weights 1 + N(0, 0.2) (Gemma's 1 + w: N(0, 0.2)), other vectors N(0, 0.2). Deterministic for a seed.
 std::vector<double> lm_gradcheck_params(const LmLayout& L, uint64_t seed);

@@ -12,6 +12,9 @@
 
     qkv.heads(model), qkv.circuits(model), qkv.tour(model)   # dicts shaped like the CLI's --json
 
+    model.W_Q[0]                            # [n_heads, d_model, d_head]: a view of c_attn's first third
+    model.cfg.n_heads, model.QK(1, 3).svd() # TransformerLens's names; circuits as FactoredMatrix
+
 Bad input raises qkv.Error (a ValueError) with the CLI's message. The GIL is released while the engine
 computes. See docs/python.md.
 """
@@ -34,7 +37,13 @@ def _usage(message):
     e.exit_code, e.kind = 2, "usage"
     return e
 
-__all__ = ["Error", "Model", "Activation", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
+from . import grad as _grad
+from .factored import FactoredMatrix
+from .grad import logit_diff, loss
+from .patching import patch
+from .weights import WeightsMixin as _WeightsMixin
+
+__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
            "tour", "heatmap", "steering_vector"]
 
 
@@ -127,8 +136,11 @@ def _activation(arr, name, tokens):
 _BLOCK = _re.compile(r"^blocks\.(\d+)\.")
 
 
-class Model:
-    """A loaded checkpoint. Create it with `qkv.load(path)`."""
+class Model(_WeightsMixin):
+    """A loaded checkpoint. Create it with `qkv.load(path)`.
+
+    Its weights by TransformerLens's names (W_Q, …, b_U, cfg, QK, OV, state_dict) come from
+    qkv/weights.py, which says which arrays are views and which are copies."""
 
     def __init__(self, path=None):
         """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""
@@ -203,9 +215,15 @@ class Model:
         """logits float32 [T, vocab] for `tokens` (a text or token ids): the engine's forward, no hooks."""
         return self._m.run(_ids(self, tokens))
 
-    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False):
+    def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None):
         """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
         exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
+
+        incl_bwd=True: the cache also holds NAME_grad beside every kept NAME, the gradient of `metric` with
+        respect to that activation (what `qkv dump --grad` writes): metric is qkv.logit_diff(A, B,
+        position=-1), qkv.loss(positions=None) or f(logits) -> (value, dvalue_dlogits). The gradients
+        come from the training forward and backward over a float32 copy of the weights (made once per
+        model and kept).
 
         names: None (every hook point), a list of hook names, or a predicate name -> bool.
         layers: None, or block indices whose `blocks.L.` hook points are kept (others still are).
@@ -236,10 +254,16 @@ class Model:
                 wanted.add(l)
             keep = [n for n in (all_names if keep is None else keep)
                     if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
+        spec = _grad._metric_spec(self, metric) if incl_bwd else None
         raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all))
         labels = (self, ids)
         logits = _activation(raw_logits, "logits", labels)
         cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}
+        if incl_bwd:
+            _, _, grads = _qkv.grads(self._m, ids, spec, keep)
+            for n in all_names:
+                if n in grads and (keep is None or n in keep):
+                    cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)
         return logits, cache
 
     def run_with_hooks(self, tokens, fwd_hooks=()):

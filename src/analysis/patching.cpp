@@ -259,6 +259,13 @@ std::vector<int> hook_layers(const Model& m, const std::string& hook) {
   return layers;
 }
 
+std::string hook_kind(const std::string& name) {
+  const Layout lay = layout_of(name);
+  return lay == Layout::Heads ? "heads" : lay == Layout::Pattern ? "pattern" : "rows";
+}
+
+int hook_heads(const Arch& a, const std::string& name) { return heads_of(a, name); }
+
 SweepResult patch_sweep(const Model& m, const std::vector<int>& clean, const std::vector<int>& corrupt,
                         const SweepOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iomanip>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/gemm.hpp"

@@ -54,7 +54,7 @@ struct Buf {
 };
 
 // Grow-only per-thread scratch, 64-byte aligned: the forward allocates on a thread's first call (or a
-// larger dh) only, so a steady-state caller such as forward_fast (inference.hpp) allocates nothing.
+// larger dh) only, so a steady-state caller such as run() (lm.hpp) allocates nothing.
 // OpenMP's pooled threads keep theirs between calls; each is freed when its thread exits.
 struct Scratch {
   float* p = nullptr;

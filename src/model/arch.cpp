@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 

@@ -1,16 +1,19 @@
-// The modern families <-> llama.cpp's GGUF architectures llama, qwen2, gemma, gemma2, phi3 (names, layout,
-// metadata and the llama Q/K permutation in include/qkv/io/gguf_family.hpp).
+// Every family qkv writes <-> llama.cpp's GGUF architectures gpt2, llama, qwen2, gemma, gemma2, phi3 (names,
+// layout, metadata, tensor types and the llama Q/K permutation in include/qkv/io/gguf_family.hpp).
 #include "qkv/io/gguf_family.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "qkv/error.hpp"
+#include "qkv/family.hpp"
 #include "qkv/io/half.hpp"
 
 namespace fs = std::filesystem;
@@ -35,25 +38,6 @@ std::string gguf_name(const TensorSpec& s) {
 
 Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
 const Weight& slot(const Model& m, const TensorSpec& s) { return role_slot(m, m.blocks, s.role, s.layer); }
-
-uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
-  switch (t) {
-    case GgmlType::F16:
-      return 1;
-    case GgmlType::Q4_0:
-      return 2;
-    case GgmlType::Q8_0:
-      return 7;
-    case GgmlType::Q4_K:
-      return 14;
-    case GgmlType::Q6_K:
-      return 18;
-    case GgmlType::BF16:
-      return 32;
-    default:
-      return 0;
-  }
-}
 
 // A FLOAT32 key read back as the shortest decimal that rounds to the same float.
 double shortest_decimal(double x) {
@@ -131,17 +115,64 @@ std::string ne_string(const std::vector<uint64_t>& ne) {
   return shape_string(std::vector<int64_t>(ne.begin(), ne.end()));
 }
 
-// The Arch a GGUF's metadata describes (model_type: the Hugging Face family it stands for).
-Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
+std::string architecture_name(const io::GgufMetadata& md, const std::string& g) {
+  return md.has("general.name") && md.get("general.name").type() == io::GgufType::STRING
+             ? "GGUF " + g + ": " + md.get_string("general.name")
+             : "GGUF " + g;
+}
+
+// The vocabulary size: token_embd.weight's rows (ne [d, V]), checked against A.vocab_size when present.
+int vocab_rows(const io::GgufFile& f, const std::string& g, int d) {
+  constexpr uint64_t kMax = 1 << 24;
+  const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
+  if (emb.ne.size() != 2 || emb.ne[0] != uint64_t(d) || emb.ne[1] == 0 || emb.ne[1] > kMax)
+    data_error(f.path() + ": tensor 'token_embd.weight' has ne " + ne_string(emb.ne) + ", expected [" +
+               std::to_string(d) + ", vocab_size]");
+  const std::string vk = g + ".vocab_size";
+  if (f.metadata().has(vk) && f.metadata().get_int(vk) != int64_t(emb.ne[1]))
+    data_error(f.path() + ": key '" + vk + "' is " + std::to_string(f.metadata().get_int(vk)) +
+               " but 'token_embd.weight' has " + std::to_string(emb.ne[1]) + " rows");
+  return int(emb.ne[1]);
+}
+
+// The Arch of a gpt2 GGUF: its keys read as the GPT-2 row of the family table reads a config.json, so the
+// model is the one its Hugging Face directory gives (qkv.attn_only: qkv's attention-only models).
+Arch gpt2_arch_from_gguf(const io::GgufFile& f) {
+  const io::GgufMetadata& md = f.metadata();
+  const std::string& path = f.path();
+  const int64_t d = md.get_int_in("gpt2.embedding_length", 1, 1 << 16);
+  const int64_t H = md.get_int_in("gpt2.attention.head_count", 1, 4096);
+  if (d % H != 0)
+    data_error(path + ": key 'gpt2.attention.head_count' (" + std::to_string(H) +
+               ") does not divide 'gpt2.embedding_length' (" + std::to_string(d) + ")");
+  const bool attn_only = md.has("qkv.attn_only") && md.get_bool("qkv.attn_only");
+  nlohmann::json cj = {{"model_type", "gpt2"},
+                       {"n_layer", md.get_int_in("gpt2.block_count", 1, 1024)},
+                       {"n_positions", md.get_int_in("gpt2.context_length", 1, 1 << 20)},
+                       {"n_embd", d},
+                       {"n_head", H},
+                       {"layer_norm_epsilon", shortest_decimal(md.get_float("gpt2.attention.layer_norm_epsilon"))},
+                       {"qkv_attn_only", attn_only},
+                       {"vocab_size", vocab_rows(f, "gpt2", int(d))}};
+  if (!attn_only) {
+    const int64_t ff = md.get_int_in("gpt2.feed_forward_length", 1, 1 << 18);
+    if (ff != 4 * d) cj["n_inner"] = ff;
+  }
+  Arch a = arch_from_config(cj, path);
+  a.architecture = architecture_name(md, "gpt2");
+  return a;
+}
+
+// The Arch of a llama / qwen2 / gemma / gemma2 / phi3 GGUF (model_type: the Hugging Face family it
+// stands for).
+Arch rotary_arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   const io::GgufMetadata& md = f.metadata();
   const std::string& path = f.path();
   constexpr int64_t kMax = 1 << 24;
   auto key = [&](const char* k) { return g + "." + k; };
   Arch a;
   a.model_type = g;  // llama (also Mistral's files), qwen2, gemma, gemma2, phi3
-  a.architecture = md.has("general.name") && md.get("general.name").type() == io::GgufType::STRING
-                       ? "GGUF " + g + ": " + md.get_string("general.name")
-                       : "GGUF " + g;
+  a.architecture = architecture_name(md, g);
   a.n_layer = int(md.get_int_in(key("block_count"), 1, 1024));
   a.d = int(md.get_int_in(key("embedding_length"), 1, 1 << 16));
   a.n_ctx = int(md.get_int_in(key("context_length"), 1, kMax));
@@ -199,175 +230,184 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   if (w > 0 && g != "qwen2" && g != "gemma")
     for (int l = 0; l < a.n_layer; ++l)
       if (g != "gemma2" || l % 2 == 0) a.window[size_t(l)] = w;
-  const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
-  if (emb.ne.size() != 2 || emb.ne[0] != uint64_t(a.d) || emb.ne[1] == 0 || emb.ne[1] > uint64_t(kMax))
-    data_error(path + ": tensor 'token_embd.weight' has ne " + ne_string(emb.ne) + ", expected [" +
-               std::to_string(a.d) + ", vocab_size]");
-  a.vocab_size = int(emb.ne[1]);
-  if (md.has(key("vocab_size")) && md.get_int(key("vocab_size")) != a.vocab_size)
-    data_error(path + ": key '" + key("vocab_size") + "' is " +
-               std::to_string(md.get_int(key("vocab_size"))) + " but 'token_embd.weight' has " +
-               std::to_string(a.vocab_size) + " rows");
+  a.vocab_size = vocab_rows(f, g, a.d);
   a.validate(path);
   return a;
 }
 
-}  // namespace
 
-const std::vector<std::string>& gguf_family_architectures() {
-  static const std::vector<std::string> a = {"llama", "qwen2", "gemma", "gemma2", "phi3"};
-  return a;
+Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
+  return g == "gpt2" ? gpt2_arch_from_gguf(f) : rotary_arch_from_gguf(f, g);
 }
 
-std::string gguf_architecture_of(const Arch& a) {
-  const std::string& t = a.model_type;
-  if (t == "llama" || t == "mistral") return "llama";
-  if (t == "qwen2" || t == "gemma" || t == "gemma2" || t == "phi3") return t;
-  usage_error("a " + t +
-              " model: qkv writes GGUF for gpt2, llama, mistral, qwen2, gemma, gemma2 and phi3 only");
+// The GGUF dims of a tensor of the family table: GPT-2's Conv1D matrices ([in, out] in the table) are
+// stored transposed, ne = [in, out] (ne[0] = in-features, as for every nn.Linear matrix); everything
+// else as the table has it, ne = the shape reversed.
+std::vector<uint64_t> gguf_ne(const Arch& a, const TensorSpec& s) {
+  if (a.conv1d && s.shape.size() == 2 && !is_embedding(s.role)) return {uint64_t(s.shape[0]), uint64_t(s.shape[1])};
+  return {s.shape.rbegin(), s.shape.rend()};
 }
 
-Model load_gguf_lm(const std::string& path) {
-  auto file = std::make_shared<io::GgufFile>(io::GgufFile::open(path));
-  const io::GgufFile& f = *file;
-  const std::string& g = f.metadata().get_string("general.architecture");
-  bool known = false;
-  for (const auto& x : gguf_family_architectures()) known = known || x == g;
-  if (!known)
-    data_error(path + ": key 'general.architecture' is '" + g +
-               "'; qkv loads GGUF files of architecture gpt2, llama, qwen2, gemma, gemma2 and phi3");
-  Model m;
-  m.arch = arch_from_gguf(f, g);
-  m.path = path;
-  std::vector<TensorSpec> hf = tensor_table(m.arch);
-  m.blocks.resize(size_t(m.arch.n_layer));
-  // Every tensor checked (name, dims, type) before anything is read.
+// A gpt2 file's output.weight (older converters wrote GPT-2's tied unembedding out): accepted only as a
+// true copy of token_embd.weight.
+void check_tied_copy(const io::GgufFile& f, const io::GgufTensorInfo& out) {
+  const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
+  if (out.ne != emb.ne)
+    data_error(f.path() + ": tensor 'output.weight' has a different shape than 'token_embd.weight'");
+  if (!io::ggml_type_traits(uint32_t(out.type))->dequantizes)
+    data_error(f.path() + ": tensor 'output.weight' has type " + io::ggml_type_name(out.type) +
+               ", which qkv does not dequantize");
+  std::vector<float> a(size_t(out.numel())), b(a.size());
+  f.read_f32(out, a.data());
+  f.read_f32(emb, b.data());
+  if (a != b)
+    data_error(f.path() +
+               ": tensor 'output.weight' differs from 'token_embd.weight'; qkv supports GPT-2's tied unembedding only");
+}
+
+// Every tensor of the model's table found in the file with the dims and a type qkv reads, before anything
+// is read; nothing else in the file. Fills m.table (GGUF names) and returns the tensors in its order.
+std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const std::string& g, Model& m) {
+  const std::string& path = f.path();
   std::vector<const io::GgufTensorInfo*> found;
   std::set<std::string> used;
-  for (TensorSpec s : hf) {
+  for (TensorSpec s : tensor_table(m.arch)) {
+    const std::vector<uint64_t> want = gguf_ne(m.arch, s);
     s.name = gguf_name(s);
     const io::GgufTensorInfo* t = f.find(s.name);
     if (!t)
-      data_error(path + ": tensor '" + s.name + "' is missing (expected ne " +
-                 ne_string(std::vector<uint64_t>(s.shape.rbegin(), s.shape.rend())) + " for this " + g +
+      data_error(path + ": tensor '" + s.name + "' is missing (expected ne " + ne_string(want) + " for this " + g +
                  " metadata)");
-    const std::vector<uint64_t> want(s.shape.rbegin(), s.shape.rend());
     if (t->ne != want)
-      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " +
-                 ne_string(want) + " from the metadata");
+      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " + ne_string(want) +
+                 " from the metadata");
     if (!io::ggml_type_traits(uint32_t(t->type))->dequantizes)
       data_error(path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
-                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K)");
+                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, "
+                 "Q5_1, Q5_K)");
     found.push_back(t);
     used.insert(s.name);
     m.table.push_back(s);
   }
   for (const auto& t : f.tensors()) {
     if (used.count(t.name)) continue;
+    if (g == "gpt2" && t.name == "output.weight") {
+      check_tied_copy(f, t);
+      continue;
+    }
     if (t.name == "rope_freqs.weight")
       data_error(path +
-                 ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency rope factors, Llama 3.1's rope "
-                 "scaling) is not supported by qkv's GGUF loader");
-    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) +
-               " (not a parameter of this " + g + " metadata)");
+                 ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency rope factors, Llama 3.1's rope scaling) is "
+                 "not supported by qkv's GGUF loader");
+    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) + " (not a parameter of this " + g +
+               " metadata" + (m.arch.attn_only() ? ", which is attention-only" : "") + ")");
   }
-  std::map<std::string, int> type_count;
-  bool permuted = false, quantized = false;
-  for (size_t i = 0; i < m.table.size(); ++i) {
-    const TensorSpec& s = m.table[i];
-    const io::GgufTensorInfo& t = *found[i];
-    ++type_count[io::ggml_type_name(t.type)];
-    Weight* w = slot(m, s);
-    w->name = s.name;
-    w->shape = s.shape;
-    const int heads = permuted_heads(g, m.arch, s.role);
-    const bool plain = t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-    const size_t esize = t.type == GgmlType::F32 ? 4 : 2;
-    const int64_t rows = s.shape[0], cols = t.numel() / std::max<int64_t>(rows, 1);
-    if (plain && heads == 0 && reinterpret_cast<uintptr_t>(t.data) % esize == 0) {
-      w->data = t.data;  // in place
-      w->type = t.type == GgmlType::F32   ? WeightType::F32
-                : t.type == GgmlType::F16 ? WeightType::F16
-                                          : WeightType::BF16;
-    } else if (plain && heads > 0 && reinterpret_cast<uintptr_t>(t.data) % esize == 0) {
-      // llama's Q/K rows back into Hugging Face's order, in the stored type.
-      if (esize == 4) {
-        auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
-        permute_rows(reinterpret_cast<const float*>(t.data), owned->data(), rows, cols, heads, false);
-        w->data = owned->data();
-        m.keep_alive.push_back(owned);
-      } else {
-        auto owned = std::make_shared<std::vector<uint16_t>>(size_t(t.numel()));
-        permute_rows(reinterpret_cast<const uint16_t*>(t.data), owned->data(), rows, cols, heads, false);
-        w->data = owned->data();
-        m.keep_alive.push_back(owned);
-      }
-      w->type = t.type == GgmlType::F32   ? WeightType::F32
-                : t.type == GgmlType::F16 ? WeightType::F16
-                                          : WeightType::BF16;
-      permuted = true;
-    } else if (plain) {
-      // Unaligned F32/F16/BF16 (a general.alignment below 4): copied once into fp32 of our own.
-      auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
-      f.read_f32(t, owned->data());
-      if (heads > 0) {
-        std::vector<float> tmp(*owned);
-        permute_rows(tmp.data(), owned->data(), rows, cols, heads, false);
-        permuted = true;
-      }
-      w->data = owned->data();
-      w->type = WeightType::F32;
-      m.keep_alive.push_back(owned);
-    } else {
-      // Quantized: kept as stored (any alignment), dequantized per use; llama's Q/K rows (whole blocks)
-      // moved back into Hugging Face's order as bytes.
-      w->type = WeightType::GGML;
-      w->ggml_type = uint32_t(t.type);
-      quantized = true;
-      w->data = t.data;
-      if (heads > 0) {
-        const int64_t row_bytes = int64_t(t.nbytes) / rows;
-        auto owned = std::make_shared<std::vector<unsigned char>>(size_t(t.nbytes));
-        permute_rows(t.data, owned->data(), rows, row_bytes, heads, false);
-        w->data = owned->data();
-        m.keep_alive.push_back(owned);
-        permuted = true;
-      }
-    }
-    check_finite(*w, path);
-    m.index[s.name] = i;
-  }
-  m.keep_alive.push_back(file);
-  std::string types;
-  for (const auto& [n, k] : type_count) types += (types.empty() ? "" : ", ") + std::to_string(k) + " " + n;
-  m.source = path + " (GGUF v" + std::to_string(f.version()) + ", " + g + "; tensors " + types;
-  if (permuted)
-    m.source +=
-        "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on "
-        "load: "
-        "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
-  if (quantized) m.source += "; quantized tensors kept as stored and dequantized per use";
-  if (g == "gemma" || g == "gemma2")
-    m.source += "; norm weights stored as 1 + w (llama.cpp's converter) and used as plain RMSNorm gains";
-  m.source += ")";
-  return m;
+  return found;
 }
 
-std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
-                                           const std::string& path, io::GgmlType type,
-                                           const std::string& name) {
-  const Arch& a = model.arch;
-  const std::string g = gguf_architecture_of(a);
+WeightType plain_type(GgmlType t) {
+  return t == GgmlType::F32 ? WeightType::F32 : t == GgmlType::F16 ? WeightType::F16 : WeightType::BF16;
+}
+
+struct LoadNotes {
+  bool permuted = false, quantized = false;
+};
+
+// One stored tensor as the weight w ([out, in] as stored): F32/F16/BF16 used in place when aligned,
+// quantized ones kept as stored (dequantized per use); llama's Q/K rows put back into Hugging Face's order
+// (a copy in the stored type); unaligned plain tensors copied once into fp32.
+void view_tensor(const io::GgufFile& f, const io::GgufTensorInfo& t, int heads, Model& m, Weight& w,
+                 LoadNotes& notes) {
+  w.shape.assign(t.ne.rbegin(), t.ne.rend());
+  w.in_out = false;
+  const bool plain = t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16;
+  const size_t esize = t.type == GgmlType::F32 ? 4 : 2;
+  const int64_t rows = w.shape[0], cols = t.numel() / std::max<int64_t>(rows, 1);
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % esize == 0;
+  notes.permuted = notes.permuted || heads > 0;
+  auto keep = [&](auto owned) {
+    w.data = owned->data();
+    m.keep_alive.push_back(owned);
+  };
+  if (plain && aligned) {
+    w.type = plain_type(t.type);
+    w.data = t.data;  // in place
+    if (heads > 0 && esize == 4) {
+      auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
+      permute_rows(reinterpret_cast<const float*>(t.data), owned->data(), rows, cols, heads, false);
+      keep(owned);
+    } else if (heads > 0) {
+      auto owned = std::make_shared<std::vector<uint16_t>>(size_t(t.numel()));
+      permute_rows(reinterpret_cast<const uint16_t*>(t.data), owned->data(), rows, cols, heads, false);
+      keep(owned);
+    }
+  } else if (plain) {  // a general.alignment below 4
+    auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
+    f.read_f32(t, owned->data());
+    if (heads > 0) {
+      const std::vector<float> tmp(*owned);
+      permute_rows(tmp.data(), owned->data(), rows, cols, heads, false);
+    }
+    w.type = WeightType::F32;
+    keep(owned);
+  } else {  // quantized: blocks never straddle rows, so rows move as bytes
+    w.type = WeightType::GGML;
+    w.ggml_type = uint32_t(t.type);
+    w.data = t.data;
+    notes.quantized = true;
+    if (heads > 0) {
+      auto owned = std::make_shared<std::vector<unsigned char>>(size_t(t.nbytes));
+      permute_rows(t.data, owned->data(), rows, int64_t(t.nbytes) / rows, heads, false);
+      keep(owned);
+    }
+  }
+}
+
+std::string source_line(const io::GgufFile& f, const std::string& g, const std::map<std::string, int>& types,
+                        const LoadNotes& notes) {
+  std::string ts;
+  for (const auto& [n, k] : types) ts += (ts.empty() ? "" : ", ") + std::to_string(k) + " " + n;
+  std::string s = f.path() + " (GGUF v" + std::to_string(f.version()) + ", " + g + "; tensors " + ts;
+  if (notes.permuted)
+    s += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on load: "
+         "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
+  if (notes.quantized) s += "; quantized tensors kept as stored and dequantized per use";
+  if (g == "gemma" || g == "gemma2")
+    s += "; norm weights stored as 1 + w (llama.cpp's converter) and used as plain RMSNorm gains";
+  if (g == "gpt2") s += "; matrices stored [out, in] (Conv1D transposed, as llama.cpp's converter writes them)";
+  return s + ")";
+}
+
+// ---- writing ----
+
+uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
+  switch (t) {
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q4_K:
+      return 14;  // MOSTLY_Q4_K_S: every quantized tensor Q4_K
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::BF16:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+// gpt2's keys beyond the common ones, as llama.cpp's GPT2Model converter writes them.
+void set_gpt2_keys(io::GgufMetadata& md, const Arch& a) {
+  md.set("gpt2.attention.layer_norm_epsilon", float(a.norm_eps));
+  if (a.attn_only()) md.set("qkv.attn_only", true);  // qkv's own models; llama.cpp cannot run them
+}
+
+// The rotary families' keys beyond the common ones; usage errors for what the architecture cannot say.
+void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, const std::string& path) {
   auto key = [&](const char* k) { return g + "." + k; };
-  io::GgufMetadata md(path);
-  md.set("general.architecture", g);
-  md.set("general.type", std::string("model"));
-  md.set("general.name", name.empty() ? fs::path(path).stem().string() : name);
-  md.set(key("block_count"), uint32_t(a.n_layer));
-  md.set(key("context_length"), uint32_t(a.n_ctx));
-  md.set(key("embedding_length"), uint32_t(a.d));
-  md.set(key("feed_forward_length"), uint32_t(a.d_ff));
-  md.set(key("attention.head_count"), uint32_t(a.H));
   md.set(key("attention.head_count_kv"), uint32_t(a.n_kv));
   md.set(key("rope.freq_base"), float(a.rope_theta));
   md.set(key("attention.layer_norm_rms_epsilon"), float(a.norm_eps));
@@ -376,7 +416,6 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
     md.set(key("attention.value_length"), uint32_t(a.dh));
   }
   md.set(key("rope.dimension_count"), uint32_t(a.rotary_dim));
-  if (g == "llama") md.set(key("vocab_size"), uint32_t(a.vocab_size));
   if (a.rope_scaling.type == "linear") {
     md.set(key("rope.scaling.type"), std::string("linear"));
     md.set(key("rope.scaling.factor"), float(a.rope_scaling.factor));
@@ -398,44 +437,149 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   for (int l = 0; l < a.n_layer; ++l) {
     const int want = w == 0 ? 0 : g == "gemma2" ? (l % 2 == 0 ? w : 0) : w;
     if (a.window_of(l) != want || ((g == "qwen2" || g == "gemma") && w > 0))
-      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " +
-                  std::to_string(l) + ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " +
-                  g + " GGUF");
+      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " + std::to_string(l) +
+                  ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " + g + " GGUF");
   }
-  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0))
-    md.set(key("attention.sliding_window"), uint32_t(w));
+  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0)) md.set(key("attention.sliding_window"), uint32_t(w));
+}
+
+// Every key but the tokenizer's.
+io::GgufMetadata arch_metadata(const Arch& a, const std::string& g, const std::string& path, GgmlType type,
+                               const std::string& name) {
+  auto key = [&](const char* k) { return g + "." + k; };
+  io::GgufMetadata md(path);
+  md.set("general.architecture", g);
+  md.set("general.type", std::string("model"));
+  md.set("general.name", name.empty() ? fs::path(path).stem().string() : name);
+  md.set(key("block_count"), uint32_t(a.n_layer));
+  md.set(key("context_length"), uint32_t(a.n_ctx));
+  md.set(key("embedding_length"), uint32_t(a.d));
+  md.set(key("feed_forward_length"), uint32_t(a.d_ff));
+  md.set(key("attention.head_count"), uint32_t(a.H));
+  if (g == "gpt2")
+    set_gpt2_keys(md, a);
+  else
+    set_rotary_keys(md, a, g, path);
+  // llama.cpp sizes a tokenizer-less ("none") vocabulary from it; the loader checks it against the rows.
+  md.set(key("vocab_size"), uint32_t(a.vocab_size));
   md.set("general.file_type", file_type(type));
   md.set("general.quantization_version", uint32_t(2));
-  gguf_tokenizer_metadata(md, tokenizer_dir, a.vocab_size);
+  return md;
+}
 
-  std::vector<io::GgufWriteTensor> tensors;
-  std::vector<GgufTensorChoice> choices;
-  std::vector<float> buf, perm;
-  for (const TensorSpec& s : model.table) {
-    const Weight& wt = slot(model, s);
-    if (wt.in_out) usage_error(path + ": tensor " + s.name + " is stored [in, out]; not a " + g + " layout");
-    const std::string gname = gguf_name(s);
-    const std::vector<uint64_t> ne(s.shape.rbegin(), s.shape.rend());
-    buf.resize(size_t(wt.numel()));
-    wt.read(0, wt.numel(), buf.data());
-    const float* src = buf.data();
-    if (a.norm == NormKind::RMSNormPlusOne && s.shape.size() == 1 &&
-        is_norm_weight(s.role))
-      for (float& x : buf) x = 1.0f + x;  // llama.cpp's converter stores Gemma's gain 1 + w (in fp32 here)
-    if (const int heads = permuted_heads(g, a, s.role)) {
-      perm.resize(buf.size());
-      const int64_t rows = s.shape[0], cols = wt.numel() / rows;
-      permute_rows(buf.data(), perm.data(), rows, cols, heads, true);
-      src = perm.data();
-    }
-    const GgmlType t = ne.size() == 1 ? GgmlType::F32 : gguf_gpt2_tensor_type(type, ne[0]);
-    try {
-      tensors.push_back(io::make_gguf_tensor(gname, t, ne, src));
-    } catch (const Error& e) {
-      data_error(path + ": " + e.what());
-    }
-    choices.push_back({gname, t, ne});
+// One weight as llama.cpp stores it: fp32 rows of in-features (GPT-2's Conv1D [in, out] transposed),
+// Gemma's gains as 1 + w, llama's Q/K rows permuted; its type as llama.cpp's converter picks it.
+io::GgufWriteTensor gguf_tensor(const Model& model, const TensorSpec& s, const std::string& g, GgmlType type,
+                                const std::string& path, GgufTensorChoice& choice) {
+  const Arch& a = model.arch;
+  const Weight& wt = slot(model, s);
+  std::vector<float> buf(size_t(wt.numel())), tmp;
+  wt.read(0, wt.numel(), buf.data());
+  std::vector<uint64_t> ne(wt.shape.rbegin(), wt.shape.rend());
+  if (wt.in_out) {  // [in, out] -> [out, in]
+    const int64_t in = wt.shape[0], out = wt.shape[1];
+    tmp.resize(buf.size());
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o) tmp[size_t(o * in + i)] = buf[size_t(i * out + o)];
+    buf.swap(tmp);
+    ne = {uint64_t(in), uint64_t(out)};
   }
+  if (a.norm == NormKind::RMSNormPlusOne && wt.shape.size() == 1 && is_norm_weight(s.role))
+    for (float& x : buf) x = 1.0f + x;  // llama.cpp's converter stores Gemma's gain 1 + w (in fp32 here)
+  if (const int heads = permuted_heads(g, a, s.role)) {
+    tmp.resize(buf.size());
+    const int64_t rows = int64_t(ne.back()), cols = wt.numel() / rows;
+    permute_rows(buf.data(), tmp.data(), rows, cols, heads, true);
+    buf.swap(tmp);
+  }
+  // 1-D tensors and the position embedding stay F32, as llama.cpp's converter keeps them.
+  const GgmlType t = ne.size() == 1 || s.role == Role::wpe ? GgmlType::F32 : gguf_tensor_type(type, ne[0]);
+  choice = {gguf_name(s), t, ne};
+  try {
+    return io::make_gguf_tensor(choice.name, t, ne, buf.data());
+  } catch (const Error& e) {
+    data_error(path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& gguf_family_architectures() {
+  static const std::vector<std::string> a = [] {
+    std::vector<std::string> v;
+    for (const Family& f : families())
+      if (!f.gguf_architecture.empty() && std::find(v.begin(), v.end(), f.gguf_architecture) == v.end())
+        v.push_back(f.gguf_architecture);
+    return v;
+  }();
+  return a;
+}
+
+std::string gguf_architecture_of(const Arch& a) {
+  const std::string& g = family(a.model_type, "gguf").gguf_architecture;
+  if (!g.empty()) return g;
+  std::string known;
+  for (const Family& f : families())
+    if (!f.gguf_architecture.empty()) known += (known.empty() ? "" : ", ") + f.model_type;
+  usage_error("a " + a.model_type + " model: qkv writes GGUF for " + known + " only");
+}
+
+io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0) {
+  std::vector<GgmlType> chain = {requested};
+  if (requested == GgmlType::Q4_K) chain.push_back(GgmlType::Q4_0);
+  if (requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
+  chain.push_back(GgmlType::F16);
+  for (GgmlType t : chain)
+    if (ne0 % uint64_t(io::ggml_type_traits(uint32_t(t))->block_size) == 0) return t;
+  return GgmlType::F16;
+}
+
+Model load_gguf_lm(const std::string& path) {
+  auto file = std::make_shared<io::GgufFile>(io::GgufFile::open(path));
+  const io::GgufFile& f = *file;
+  const std::string& g = f.metadata().get_string("general.architecture");
+  const auto& known = gguf_family_architectures();
+  if (std::find(known.begin(), known.end(), g) == known.end()) {
+    std::string list;
+    for (size_t i = 0; i < known.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == known.size() ? " and " : ", ") + known[i];
+    data_error(path + ": key 'general.architecture' is '" + g + "'; qkv loads GGUF files of architecture " + list);
+  }
+  Model m;
+  m.arch = arch_from_gguf(f, g);
+  m.path = path;
+  m.blocks.resize(size_t(m.arch.n_layer));
+  const std::vector<const io::GgufTensorInfo*> found = find_tensors(f, g, m);
+  std::map<std::string, int> type_count;
+  LoadNotes notes;
+  for (size_t i = 0; i < m.table.size(); ++i) {
+    const TensorSpec& s = m.table[i];
+    const io::GgufTensorInfo& t = *found[i];
+    ++type_count[io::ggml_type_name(t.type)];
+    Weight* w = slot(m, s);
+    w->name = s.name;
+    view_tensor(f, t, permuted_heads(g, m.arch, s.role), m, *w, notes);
+    check_finite(*w, path);
+    m.index[s.name] = i;
+  }
+  m.keep_alive.push_back(file);
+  m.source = source_line(f, g, type_count, notes);
+  return m;
+}
+
+std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
+                                           const std::string& path, io::GgmlType type, const std::string& name,
+                                           int* tokenizer_tokens) {
+  const std::string g = gguf_architecture_of(model.arch);
+  io::GgufMetadata md = arch_metadata(model.arch, g, path, type, name);
+  // No tokenizer: llama.cpp's "none" (it refuses a file without tokenizer.ggml.model).
+  const int tokens = gguf_tokenizer_metadata(md, tokenizer_dir, model.arch.vocab_size);
+  if (tokens == 0) md.set("tokenizer.ggml.model", std::string("none"));
+  if (tokenizer_tokens) *tokenizer_tokens = tokens;
+  std::vector<io::GgufWriteTensor> tensors;
+  std::vector<GgufTensorChoice> choices(model.table.size());
+  for (size_t i = 0; i < model.table.size(); ++i)
+    tensors.push_back(gguf_tensor(model, model.table[i], g, type, path, choices[i]));
   io::write_gguf(path, md, tensors);
   return choices;
 }

@@ -71,7 +71,7 @@ void norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, con
       const T dxh = gi[j] * (plus_one ? T(1) + w[j] : w[j]);
       s1 += dxh;
       s2 += dxh * xh;
-      dw[j] += gi[j] * xh;
+      if (dw) dw[j] += gi[j] * xh;
       if (db) db[j] += gi[j];
     }
     s1 /= T(d);
@@ -153,7 +153,8 @@ void attention_forward(T* z, T* A, T* Sc, const T* q, const T* k, const T* v, in
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dz, const T* A, const T* Sc, const T* q, const T* k,
-                        const T* v, int H, int n_kv, int Tn, int dh, double scale, double softcap) {
+                        const T* v, int H, int n_kv, int Tn, int dh, double scale, double softcap, T* dA_out,
+                        T* dS_out) {
   const int G = H / n_kv;
   const size_t TT = size_t(Tn) * Tn, Td = size_t(Tn) * dh;
   std::vector<T> dA(TT), dS(TT);
@@ -167,6 +168,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dz, const T* A, const T* S
     // A = softmax(S): dS = A ⊙ (dA − rowsum(dA ⊙ A)) (masked entries have A = 0, so dS = 0 there)
     softmax_backward(dS.data(), dA.data(), Ah, Tn, Tn);
     // S = cap·tanh(S0/cap): dS0 = dS·(1 − (S/cap)²)
+    if (dA_out) std::copy(dA.begin(), dA.end(), dA_out + h * TT);
+    if (dS_out) std::copy(dS.begin(), dS.end(), dS_out + h * TT);
     if (softcap > 0)
       for (size_t i = 0; i < TT; i++) {
         const T t = Sc[h * TT + i] / cap;
@@ -258,7 +261,7 @@ void mlp_act_backward(T* dg, T* dup, const T* dh, const T* g, const T* up, MlpKi
   template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, int, double, \
                                      double, int);                                                         \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,        \
-                                      const T*, int, int, int, int, double, double);                       \
+                                      const T*, int, int, int, int, double, double, T*, T*);               \
   template void mlp_act_forward<T>(T*, const T*, const T*, MlpKind, int64_t);                              \
   template void mlp_act_backward<T>(T*, T*, const T*, const T*, const T*, MlpKind, int64_t);
 QKV_LM_OPS(float)
@@ -306,7 +309,7 @@ void lin_forward(T* y, int ldy, const T* x, int N, int in, int out, const T* W, 
     gemm<T>(false, true, N, out, in, T(1), x, in, W, in, beta, y, ldy);
 }
 
-// dx [N, in] += dy·W (dx may be null), dW += dyᵀ·x (or xᵀ·dy), db += Σ_rows dy
+// dx [N, in] += dy·W (dx may be null), dW += dyᵀ·x (or xᵀ·dy), db += Σ_rows dy (dW, db may be null)
 template <class T>
 void lin_backward(T* dx, T* dW, T* db, const T* dy, int ldy, const T* x, const T* W, int N, int in, int out,
                   bool in_out) {
@@ -316,10 +319,12 @@ void lin_backward(T* dx, T* dW, T* db, const T* dy, int ldy, const T* x, const T
     else
       gemm<T>(false, false, N, in, out, T(1), dy, ldy, W, in, T(1), dx, in);
   }
-  if (in_out)
+  if (!dW) {
+  } else if (in_out) {
     gemm<T>(true, false, in, out, N, T(1), x, in, dy, ldy, T(1), dW, out);
-  else
+  } else {
     gemm<T>(true, false, out, in, N, T(1), dy, ldy, x, in, T(1), dW, in);
+  }
   if (db)
     for (int i = 0; i < N; i++)
       for (int j = 0; j < out; j++) db[j] += dy[long(i) * ldy + j];
@@ -352,13 +357,14 @@ void scatter(T* dP, const T* src, int Tn, int ld, int heads, int dh, int (Cols::
     }
 }
 
+// P + off, or null when the tensor is absent (off < 0) or there is no buffer (P null: no parameter gradients).
 template <class T>
 const T* opt(const T* P, int64_t off) {
-  return off >= 0 ? P + off : nullptr;
+  return P && off >= 0 ? P + off : nullptr;
 }
 template <class T>
 T* opt(T* P, int64_t off) {
-  return off >= 0 ? P + off : nullptr;
+  return P && off >= 0 ? P + off : nullptr;
 }
 
 }  // namespace
@@ -520,11 +526,214 @@ double lm_cross_entropy(const std::vector<T>& logits, const std::vector<int>& ta
   return n ? loss / n : 0.0;
 }
 
+namespace {
+
+// The hook point `name`'s gradient to the sink, if it wants it.
+template <class T>
+void emit(const ActGradSink<T>* sink, const std::string& name, const T* data, std::vector<int64_t> shape,
+          bool heads_major = false) {
+  if (sink && (!sink->wants || sink->wants(name))) sink->fn(name, data, shape, heads_major);
+}
+
+// What one block's backward reads and writes besides its layer's activations.
+template <class T>
+struct BlockGrad {
+  const LmLayout& L;
+  const T* P;
+  T* G;  // null: no parameter gradients
+  const ActGradSink<T>* sink;
+  const lm_ops::RopeTable& rope;
+  int Tn;
+};
+
+// The MLP half of block l, bottom-up: dx holds ∂/∂(block output) and gains the MLP branch's part of
+// ∂/∂(its input): x_mid (sequential) or the block's input (parallel).
+template <class T>
+void mlp_backward(const BlockGrad<T>& b, int l, typename LmActs<T>::Layer& c, std::vector<T>& dx) {
+  const Arch& A = b.L.arch;
+  const LmLayout::Block& w = b.L.blocks[size_t(l)];
+  const T *P = b.P;
+  T* G = b.G;
+  const int Tn = b.Tn, d = A.d, ff = A.d_ff;
+  const size_t Td = size_t(Tn) * d;
+  const bool io = b.L.in_out;
+  const std::string pre = "blocks." + std::to_string(l) + ".";
+  // x_out = x_mid + m (sequential) or x_in + att + m (parallel); dm = dx
+  emit(b.sink, pre + "hook_mlp_out", dx.data(), {Tn, d});
+  std::vector<T> dmo(Td, T(0));
+  if (A.post_norms) {
+    lm_ops::norm_backward(dmo.data(), opt(G, w.post_mlp_w), static_cast<T*>(nullptr), dx.data(), c.mo.data(),
+                          P + w.post_mlp_w, static_cast<const T*>(nullptr), c.rstd_pm.data(), A.norm, Tn, d);
+  } else {
+    std::copy(dx.begin(), dx.end(), dmo.begin());
+  }
+  const size_t nn = size_t(Tn) * ff;
+  std::vector<T> dhh(nn, T(0)), dg(nn, T(0)), dup;
+  lin_backward(dhh.data(), opt(G, w.w_down), opt(G, w.b_down), dmo.data(), d, c.h.data(), P + w.w_down, Tn, ff,
+               d, io);
+  std::vector<T> du2(Td, T(0));
+  const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
+  if (gated) {
+    dup.assign(nn, T(0));
+    lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp, int64_t(nn));
+    if (A.gate_up_fused) {
+      std::vector<T> dgu(2 * nn);
+      for (int t = 0; t < Tn; t++) {
+        std::copy_n(dg.data() + size_t(t) * ff, ff, dgu.data() + size_t(t) * 2 * ff);
+        std::copy_n(dup.data() + size_t(t) * ff, ff, dgu.data() + size_t(t) * 2 * ff + ff);
+      }
+      lin_backward(du2.data(), opt(G, w.w_gate_up), static_cast<T*>(nullptr), dgu.data(), 2 * ff, c.u2.data(),
+                   P + w.w_gate_up, Tn, d, 2 * ff, io);
+    } else {
+      lin_backward(du2.data(), opt(G, w.w_gate), opt(G, w.b_gate), dg.data(), ff, c.u2.data(), P + w.w_gate, Tn,
+                   d, ff, io);
+      lin_backward(du2.data(), opt(G, w.w_up), opt(G, w.b_up), dup.data(), ff, c.u2.data(), P + w.w_up, Tn, d,
+                   ff, io);
+    }
+  } else {
+    lm_ops::mlp_act_backward(dg.data(), static_cast<T*>(nullptr), dhh.data(), c.g.data(),
+                             static_cast<const T*>(nullptr), A.mlp, int64_t(nn));
+    lin_backward(du2.data(), opt(G, w.w_up), opt(G, w.b_up), dg.data(), ff, c.u2.data(), P + w.w_up, Tn, d, ff,
+                 io);
+  }
+  emit(b.sink, pre + "ln2.hook_normalized", du2.data(), {Tn, d});
+  // u2 = norm2(x_mid): sequential x_mid = x_in + att, so dx_mid flows to both; parallel x_mid = x_in
+  std::vector<T> tmp(Td, T(0));
+  lm_ops::norm_backward(tmp.data(), opt(G, w.ln2_w), opt(G, w.ln2_b), du2.data(), c.x_mid.data(), P + w.ln2_w,
+                        c.mean2.data(), c.rstd2.data(), A.norm, Tn, d);
+  for (size_t i = 0; i < Td; i++) dx[i] += tmp[i];  // ∂L/∂x_mid (sequential) or part of ∂L/∂x_in
+  if (!A.parallel_residual) emit(b.sink, pre + "hook_resid_mid", dx.data(), {Tn, d});
+}
+
+// The attention half of block l, bottom-up from datt = ∂/∂(attention output, after any post-norm); dx
+// gains ∂/∂(the block's input) through norm1.
+template <class T>
+void attn_backward(const BlockGrad<T>& b, int l, typename LmActs<T>::Layer& c, const std::vector<T>& datt,
+                   std::vector<T>& dx) {
+  const Arch& A = b.L.arch;
+  const LmLayout::Block& w = b.L.blocks[size_t(l)];
+  const T* P = b.P;
+  T* G = b.G;
+  const int Tn = b.Tn, d = A.d, H = A.H, K = A.n_kv, dh = A.dh, qd = A.q_dim(), kvd = A.kv_dim(),
+            total = qd + 2 * kvd;
+  const size_t Td = size_t(Tn) * d;
+  const bool io = b.L.in_out;
+  const Cols cols{qd, kvd, dh, A.qkv_layout == QkvLayout::NeoxPerHead};
+  const std::string pre = "blocks." + std::to_string(l) + ".", at = pre + "attn.";
+  emit(b.sink, pre + "hook_attn_out", datt.data(), {Tn, d});
+  // att = post_norm(ao); ao = zm · W_O (+ b_O)
+  std::vector<T> dao(Td, T(0));
+  if (A.post_norms) {
+    lm_ops::norm_backward(dao.data(), opt(G, w.post_attn_w), static_cast<T*>(nullptr), datt.data(), c.ao.data(),
+                          P + w.post_attn_w, static_cast<const T*>(nullptr), c.rstd_pa.data(), A.norm, Tn, d);
+  } else {
+    std::copy(datt.begin(), datt.end(), dao.begin());
+  }
+  std::vector<T> dzm(size_t(Tn) * qd, T(0));
+  lin_backward(dzm.data(), opt(G, w.wo), opt(G, w.bo), dao.data(), d, c.zm.data(), P + w.wo, Tn, qd, d, io);
+  emit(b.sink, at + "hook_z", dzm.data(), {Tn, H, dh});
+  std::vector<T> dz(size_t(H) * Tn * dh), dq(size_t(H) * Tn * dh, T(0)), dk(size_t(K) * Tn * dh, T(0)),
+      dv(size_t(K) * Tn * dh, T(0));
+  for (int h = 0; h < H; h++)
+    for (int t = 0; t < Tn; t++)
+      std::copy_n(dzm.data() + size_t(t) * qd + h * dh, dh, dz.data() + (size_t(h) * Tn + t) * dh);
+  const bool want_A = b.sink && (!b.sink->wants || b.sink->wants(at + "hook_pattern") ||
+                                 b.sink->wants(at + "hook_attn_scores"));
+  std::vector<T> dA(want_A ? size_t(H) * Tn * Tn : 0), dS(dA.size());
+  lm_ops::attention_backward(dq.data(), dk.data(), dv.data(), dz.data(), c.A.data(),
+                             A.attn_softcap > 0 ? c.Sc.data() : static_cast<const T*>(nullptr), c.q.data(),
+                             c.k.data(), c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap,
+                             want_A ? dA.data() : nullptr, want_A ? dS.data() : nullptr);
+  if (want_A) {
+    emit(b.sink, at + "hook_attn_scores", dS.data(), {H, Tn, Tn});
+    emit(b.sink, at + "hook_pattern", dA.data(), {H, Tn, Tn});
+  }
+  if (A.rotary()) {
+    emit(b.sink, at + "hook_rot_q", dq.data(), {Tn, H, dh}, true);
+    emit(b.sink, at + "hook_rot_k", dk.data(), {Tn, K, dh}, true);
+    lm_ops::rope_backward(dq.data(), H, b.rope);
+    lm_ops::rope_backward(dk.data(), K, b.rope);
+  }
+  emit(b.sink, at + "hook_q", dq.data(), {Tn, H, dh}, true);
+  emit(b.sink, at + "hook_k", dk.data(), {Tn, K, dh}, true);
+  emit(b.sink, at + "hook_v", dv.data(), {Tn, K, dh}, true);
+  std::vector<T> dP(size_t(Tn) * total, T(0));
+  scatter(dP.data(), dq.data(), Tn, total, H, dh, &Cols::q, cols);
+  scatter(dP.data(), dk.data(), Tn, total, K, dh, &Cols::k, cols);
+  scatter(dP.data(), dv.data(), Tn, total, K, dh, &Cols::v, cols);
+  std::vector<T> du1(Td, T(0));
+  if (A.qkv_layout == QkvLayout::Separate) {
+    lin_backward(du1.data(), opt(G, w.wq), opt(G, w.bq), dP.data(), total, c.u1.data(), P + w.wq, Tn, d, qd, io);
+    lin_backward(du1.data(), opt(G, w.wk), opt(G, w.bk), dP.data() + qd, total, c.u1.data(), P + w.wk, Tn, d, kvd,
+                 io);
+    lin_backward(du1.data(), opt(G, w.wv), opt(G, w.bv), dP.data() + qd + kvd, total, c.u1.data(), P + w.wv, Tn, d,
+                 kvd, io);
+  } else {
+    lin_backward(du1.data(), opt(G, w.wqkv), opt(G, w.bqkv), dP.data(), total, c.u1.data(), P + w.wqkv, Tn, d,
+                 total, io);
+  }
+  emit(b.sink, pre + "ln1.hook_normalized", du1.data(), {Tn, d});
+  // u1 = norm1(x_in); x_in also flows straight through the residual. Sequential: dx (= ∂L/∂x_mid) is
+  // already ∂L/∂x_in's residual part; parallel: dx holds ∂L/∂out + the MLP branch's part.
+  lm_ops::norm_backward(dx.data(), opt(G, w.ln1_w), opt(G, w.ln1_b), du1.data(), c.x_in.data(), P + w.ln1_w,
+                        c.mean1.data(), c.rstd1.data(), A.norm, Tn, d);
+  emit(b.sink, pre + "hook_resid_pre", dx.data(), {Tn, d});
+}
+
+}  // namespace
+
+template <class T>
+void lm_backward(const LmLayout& L, const T* P, std::vector<T> dl, LmActs<T>& a, T* G, const ActGradSink<T>* sink) {
+  const Arch& A = L.arch;
+  const int Tn = a.T, d = A.d, V = A.vocab_size;
+  if (dl.size() != size_t(Tn) * V)
+    usage_error("backward: ∂/∂logits has " + std::to_string(dl.size()) + " values for " + std::to_string(Tn) +
+                " positions × " + std::to_string(V) + " tokens");
+  const size_t Td = size_t(Tn) * d;
+  const lm_ops::RopeTable rope = A.rotary() ? lm_ops::rope_table(A, Tn) : lm_ops::RopeTable{};
+  emit(sink, "logits", dl.data(), {Tn, V});
+  // logits = cap·tanh(raw/cap): draw = dlogits·(1 − (logits/cap)²)
+  if (A.final_softcap > 0) {
+    const T cap = T(A.final_softcap);
+    for (size_t i = 0; i < dl.size(); i++) {
+      const T t = a.logits[i] / cap;
+      dl[i] *= T(1) - t * t;
+    }
+  }
+  // raw = uf · Wᵀ
+  const int64_t W = L.lm_head >= 0 ? L.lm_head : L.wte;
+  std::vector<T> duf(Td, T(0)), dx(Td, T(0));
+  lin_backward(duf.data(), opt(G, W), static_cast<T*>(nullptr), dl.data(), V, a.uf.data(), P + W, Tn, d, V, false);
+  emit(sink, "ln_final.hook_normalized", duf.data(), {Tn, d});
+  lm_ops::norm_backward(dx.data(), opt(G, L.lnf_w), opt(G, L.lnf_b), duf.data(), a.xf.data(), P + L.lnf_w,
+                        a.meanf.data(), a.rstdf.data(), A.norm, Tn, d);
+  const BlockGrad<T> b{L, P, G, sink, rope, Tn};
+  std::vector<T> datt(Td);
+  for (int l = A.n_layer - 1; l >= 0; l--) {
+    auto& c = a.layers[size_t(l)];
+    // dx is ∂L/∂(block output). The residual passes it through; datt collects ∂L/∂att.
+    emit(sink, "blocks." + std::to_string(l) + ".hook_resid_post", dx.data(), {Tn, d});
+    std::copy(dx.begin(), dx.end(), datt.begin());  // x_out = … + att (both residual kinds)
+    if (!A.attn_only()) {
+      mlp_backward(b, l, c, dx);
+      if (!A.parallel_residual) std::copy(dx.begin(), dx.end(), datt.begin());
+    }
+    attn_backward(b, l, c, datt, dx);
+  }
+  if (!G) return;
+  // x = (wte[ids] + wpe[t]) · es
+  const T es = A.embed_scale ? T(float(std::sqrt(double(d)))) : T(1);
+  for (int t = 0; t < Tn; t++)
+    for (int j = 0; j < d; j++) {
+      const T g = dx[size_t(t) * d + j] * es;
+      G[L.wte + int64_t(a.ids[size_t(t)]) * d + j] += g;
+      if (L.wpe >= 0) G[L.wpe + int64_t(t) * d + j] += g;
+    }
+}
+
 template <class T>
 double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& targets, LmActs<T>& a, T* G) {
-  const Arch& A = L.arch;
-  const int Tn = a.T, d = A.d, V = A.vocab_size, H = A.H, K = A.n_kv, dh = A.dh, qd = A.q_dim(),
-            kvd = A.kv_dim(), ff = A.d_ff, total = qd + 2 * kvd;
+  const int Tn = a.T, V = L.arch.vocab_size;
   if (int(targets.size()) != Tn)
     usage_error("backward: " + std::to_string(targets.size()) + " targets for " + std::to_string(Tn) +
                 " positions");
@@ -535,11 +744,6 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
   }
   const double loss = lm_cross_entropy(a.logits, targets, V);
   if (n == 0) return loss;
-  const size_t Td = size_t(Tn) * d;
-  const bool io = L.in_out;
-  const Cols cols{qd, kvd, dh, A.qkv_layout == QkvLayout::NeoxPerHead};
-  const lm_ops::RopeTable rope = A.rotary() ? lm_ops::rope_table(A, Tn) : lm_ops::RopeTable{};
-
   // loss = mean_t −log softmax(logits[t])[target]: dlogits = (softmax − onehot) / n
   std::vector<T> dl(size_t(Tn) * V, T(0));
   softmax_forward(dl.data(), a.logits.data(), Tn, V);
@@ -552,127 +756,7 @@ double lm_train_backward(const LmLayout& L, const T* P, const std::vector<int>& 
     g[targets[size_t(t)]] -= T(1);
     for (int j = 0; j < V; j++) g[j] /= T(n);
   }
-  // logits = cap·tanh(raw/cap): draw = dlogits·(1 − (logits/cap)²)
-  if (A.final_softcap > 0) {
-    const T cap = T(A.final_softcap);
-    for (size_t i = 0; i < dl.size(); i++) {
-      const T t = a.logits[i] / cap;
-      dl[i] *= T(1) - t * t;
-    }
-  }
-  // raw = uf · Wᵀ
-  const int64_t W = L.lm_head >= 0 ? L.lm_head : L.wte;
-  std::vector<T> duf(Td, T(0)), dx(Td, T(0));
-  lin_backward(duf.data(), G + W, static_cast<T*>(nullptr), dl.data(), V, a.uf.data(), P + W, Tn, d, V,
-               false);
-  lm_ops::norm_backward(dx.data(), G + L.lnf_w, opt(G, L.lnf_b), duf.data(), a.xf.data(), P + L.lnf_w,
-                        a.meanf.data(), a.rstdf.data(), A.norm, Tn, d);
-  std::vector<T> datt(Td), tmp(Td);
-  for (int l = A.n_layer - 1; l >= 0; l--) {
-    const LmLayout::Block& w = L.blocks[size_t(l)];
-    auto& c = a.layers[size_t(l)];
-    // dx is ∂L/∂(block output). The residual passes it through; datt collects ∂L/∂att.
-    std::copy(dx.begin(), dx.end(), datt.begin());  // x_out = … + att (both residual kinds)
-    if (!A.attn_only()) {
-      // x_out = x_mid + m (sequential) or x_in + att + m (parallel); dm = dx
-      std::vector<T> dmo(Td, T(0));
-      if (A.post_norms) {
-        lm_ops::norm_backward(dmo.data(), G + w.post_mlp_w, static_cast<T*>(nullptr), dx.data(), c.mo.data(),
-                              P + w.post_mlp_w, static_cast<const T*>(nullptr), c.rstd_pm.data(), A.norm, Tn,
-                              d);
-      } else {
-        std::copy(dx.begin(), dx.end(), dmo.begin());
-      }
-      const size_t nn = size_t(Tn) * ff;
-      std::vector<T> dhh(nn, T(0)), dg(nn, T(0)), dup;
-      lin_backward(dhh.data(), G + w.w_down, opt(G, w.b_down), dmo.data(), d, c.h.data(), P + w.w_down, Tn,
-                   ff, d, io);
-      std::vector<T> du2(Td, T(0));
-      const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
-      if (gated) {
-        dup.assign(nn, T(0));
-        lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp,
-                                 int64_t(nn));
-        if (A.gate_up_fused) {
-          std::vector<T> dgu(2 * nn), gu(2 * nn);
-          for (int t = 0; t < Tn; t++) {
-            std::copy_n(dg.data() + size_t(t) * ff, ff, dgu.data() + size_t(t) * 2 * ff);
-            std::copy_n(dup.data() + size_t(t) * ff, ff, dgu.data() + size_t(t) * 2 * ff + ff);
-          }
-          lin_backward(du2.data(), G + w.w_gate_up, static_cast<T*>(nullptr), dgu.data(), 2 * ff, c.u2.data(),
-                       P + w.w_gate_up, Tn, d, 2 * ff, io);
-        } else {
-          lin_backward(du2.data(), G + w.w_gate, opt(G, w.b_gate), dg.data(), ff, c.u2.data(), P + w.w_gate,
-                       Tn, d, ff, io);
-          lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dup.data(), ff, c.u2.data(), P + w.w_up, Tn, d,
-                       ff, io);
-        }
-      } else {
-        lm_ops::mlp_act_backward(dg.data(), static_cast<T*>(nullptr), dhh.data(), c.g.data(),
-                                 static_cast<const T*>(nullptr), A.mlp, int64_t(nn));
-        lin_backward(du2.data(), G + w.w_up, opt(G, w.b_up), dg.data(), ff, c.u2.data(), P + w.w_up, Tn, d,
-                     ff, io);
-      }
-      // u2 = norm2(x_mid): sequential x_mid = x_in + att, so dx_mid flows to both; parallel x_mid = x_in
-      std::fill(tmp.begin(), tmp.end(), T(0));
-      lm_ops::norm_backward(tmp.data(), G + w.ln2_w, opt(G, w.ln2_b), du2.data(), c.x_mid.data(), P + w.ln2_w,
-                            c.mean2.data(), c.rstd2.data(), A.norm, Tn, d);
-      for (size_t i = 0; i < Td; i++)
-        dx[i] += tmp[i];  // dx is now ∂L/∂x_mid (sequential) or part of ∂L/∂x_in
-      if (!A.parallel_residual) std::copy(dx.begin(), dx.end(), datt.begin());
-    }
-    // att = post_norm(ao); ao = zm · W_O (+ b_O)
-    std::vector<T> dao(Td, T(0));
-    if (A.post_norms) {
-      lm_ops::norm_backward(dao.data(), G + w.post_attn_w, static_cast<T*>(nullptr), datt.data(), c.ao.data(),
-                            P + w.post_attn_w, static_cast<const T*>(nullptr), c.rstd_pa.data(), A.norm, Tn,
-                            d);
-    } else {
-      std::copy(datt.begin(), datt.end(), dao.begin());
-    }
-    std::vector<T> dzm(size_t(Tn) * qd, T(0));
-    lin_backward(dzm.data(), G + w.wo, opt(G, w.bo), dao.data(), d, c.zm.data(), P + w.wo, Tn, qd, d, io);
-    std::vector<T> dz(size_t(H) * Tn * dh), dq(size_t(H) * Tn * dh, T(0)), dk(size_t(K) * Tn * dh, T(0)),
-        dv(size_t(K) * Tn * dh, T(0));
-    for (int h = 0; h < H; h++)
-      for (int t = 0; t < Tn; t++)
-        std::copy_n(dzm.data() + size_t(t) * qd + h * dh, dh, dz.data() + (size_t(h) * Tn + t) * dh);
-    lm_ops::attention_backward(dq.data(), dk.data(), dv.data(), dz.data(), c.A.data(),
-                               A.attn_softcap > 0 ? c.Sc.data() : static_cast<const T*>(nullptr), c.q.data(),
-                               c.k.data(), c.v.data(), H, K, Tn, dh, A.attn_scale, A.attn_softcap);
-    if (A.rotary()) {
-      lm_ops::rope_backward(dq.data(), H, rope);
-      lm_ops::rope_backward(dk.data(), K, rope);
-    }
-    std::vector<T> dP(size_t(Tn) * total, T(0));
-    scatter(dP.data(), dq.data(), Tn, total, H, dh, &Cols::q, cols);
-    scatter(dP.data(), dk.data(), Tn, total, K, dh, &Cols::k, cols);
-    scatter(dP.data(), dv.data(), Tn, total, K, dh, &Cols::v, cols);
-    std::vector<T> du1(Td, T(0));
-    if (A.qkv_layout == QkvLayout::Separate) {
-      lin_backward(du1.data(), G + w.wq, opt(G, w.bq), dP.data(), total, c.u1.data(), P + w.wq, Tn, d, qd,
-                   io);
-      lin_backward(du1.data(), G + w.wk, opt(G, w.bk), dP.data() + qd, total, c.u1.data(), P + w.wk, Tn, d,
-                   kvd, io);
-      lin_backward(du1.data(), G + w.wv, opt(G, w.bv), dP.data() + qd + kvd, total, c.u1.data(), P + w.wv, Tn,
-                   d, kvd, io);
-    } else {
-      lin_backward(du1.data(), G + w.wqkv, opt(G, w.bqkv), dP.data(), total, c.u1.data(), P + w.wqkv, Tn, d,
-                   total, io);
-    }
-    // u1 = norm1(x_in); x_in also flows straight through the residual. Sequential: dx (= ∂L/∂x_mid) is
-    // already ∂L/∂x_in's residual part; parallel: dx holds ∂L/∂out + the MLP branch's part.
-    lm_ops::norm_backward(dx.data(), G + w.ln1_w, opt(G, w.ln1_b), du1.data(), c.x_in.data(), P + w.ln1_w,
-                          c.mean1.data(), c.rstd1.data(), A.norm, Tn, d);
-  }
-  // x = (wte[ids] + wpe[t]) · es
-  const T es = A.embed_scale ? T(float(std::sqrt(double(d)))) : T(1);
-  for (int t = 0; t < Tn; t++)
-    for (int j = 0; j < d; j++) {
-      const T g = dx[size_t(t) * d + j] * es;
-      G[L.wte + int64_t(a.ids[size_t(t)]) * d + j] += g;
-      if (L.wpe >= 0) G[L.wpe + int64_t(t) * d + j] += g;
-    }
+  lm_backward(L, P, std::move(dl), a, G, static_cast<const ActGradSink<T>*>(nullptr));
   return loss;
 }
 
@@ -686,5 +770,9 @@ template double lm_train_backward<float>(const LmLayout&, const float*, const st
                                          LmActs<float>&, float*);
 template double lm_train_backward<double>(const LmLayout&, const double*, const std::vector<int>&,
                                           LmActs<double>&, double*);
+template void lm_backward<float>(const LmLayout&, const float*, std::vector<float>, LmActs<float>&, float*,
+                                 const ActGradSink<float>*);
+template void lm_backward<double>(const LmLayout&, const double*, std::vector<double>, LmActs<double>&, double*,
+                                  const ActGradSink<double>*);
 
 }  // namespace qkv

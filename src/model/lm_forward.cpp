@@ -2,13 +2,16 @@
 // named activation. Unhooked, attention runs in the fused flash kernel and nothing T×T exists.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/ops.hpp"
+#include "qkv/profile.hpp"
 
 namespace qkv {
 namespace {
@@ -26,12 +29,17 @@ struct Ctx {
   bool materialise_all;
   KvCache* cache;
   // Calls the hook at `name` when the caller asked for it; the activation is `data` shaped `shape`.
-  bool wants(const std::string& name) const { return hooks && hooks->wants && hooks->wants(name); }
+  // Names are built (prefix + suffix) only when something is hooked: an unhooked run allocates nothing.
+  bool wants(const std::string& prefix, const char* suffix) const {
+    return hooks && hooks->wants && hooks->wants(prefix + suffix);
+  }
   void hook(const std::string& name, float* data, std::vector<int64_t> shape) const {
     if (hooks && hooks->fn) hooks->fn(name, ActView{data, std::move(shape)});
   }
-  void maybe(const std::string& name, float* data, std::vector<int64_t> shape) const {
-    if (wants(name)) hook(name, data, std::move(shape));
+  void maybe(const std::string& prefix, const char* suffix, float* data, std::initializer_list<int64_t> shape) const {
+    if (!hooks || !hooks->wants) return;
+    const std::string name = prefix + suffix;
+    if (hooks->wants(name)) hook(name, data, std::vector<int64_t>(shape));
   }
 };
 
@@ -138,8 +146,9 @@ void rows_to_heads(float* dst, const float* src, int H, int T, int dh) {
 }
 
 // Offers x [H, T, dh] to the hook `name` as [T, H, dh]; what the hook writes comes back.
-void hook_heads(const Ctx& c, const std::string& name, float* x, int H, int dh) {
-  if (!c.wants(name)) return;
+void hook_heads(const Ctx& c, const std::string& prefix, const char* suffix, float* x, int H, int dh) {
+  if (!c.wants(prefix, suffix)) return;
+  const std::string name = prefix + suffix;
   std::vector<float> t(size_t(H) * c.T * dh);
   heads_to_rows(t.data(), x, H, c.T, dh);
   c.hook(name, t.data(), {c.T, H, dh});
@@ -207,10 +216,10 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
         else if (cap > 0) s = cap * std::tanh(s / cap);
       }
   }
-  c.maybe(b + "hook_attn_scores", S, {H, T, Tk});
+  c.maybe(b, "hook_attn_scores", S, {H, T, Tk});
   // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
   softmax_forward(S, S, int64_t(H) * T, Tk);
-  c.maybe(b + "hook_pattern", S, {H, T, Tk});
+  c.maybe(b, "hook_pattern", S, {H, T, Tk});
   for (int h = 0; h < H; h++)
     gemm<float>(false, false, T, dh, Tk, 1.0f, S + size_t(h) * TT, Tk, v + size_t(h / G) * stride, dh, 0.0f,
                 z + size_t(h) * T * dh, dh);
@@ -238,6 +247,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int total = qd + 2 * kvd;
   grow(st.qkv, size_t(T) * total);
   float* P = st.qkv.data();
+  std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
     linear(P, total, u, T, w.wq, &w.bq, st.wbuf);
     linear(P + qd, total, u, T, w.wk, &w.bk, st.wbuf);
@@ -257,24 +267,28 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
     to_heads(st.k.data(), P, T, total, K, dh, [&](int h) { return qd + h * dh; });
     to_heads(st.v.data(), P, T, total, K, dh, [&](int h) { return qd + kvd + h * dh; });
   }
-  hook_heads(c, b + "hook_q", st.q.data(), H, dh);
-  hook_heads(c, b + "hook_k", st.k.data(), K, dh);
-  hook_heads(c, b + "hook_v", st.v.data(), K, dh);
+  scope.reset();
+  hook_heads(c, b, "hook_q", st.q.data(), H, dh);
+  hook_heads(c, b, "hook_k", st.k.data(), K, dh);
+  hook_heads(c, b, "hook_v", st.v.data(), K, dh);
   KvCache* cache = c.cache;
   const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1
   if (a.rotary()) {
+    scope.emplace("rotary");
     std::vector<float> cs, sn;
     rope_tables(a, off + T, cs, sn);
     const size_t o = size_t(off) * (a.rotary_dim / 2);
     rope_apply(st.q.data(), H, T, dh, a, cs.data() + o, sn.data() + o);
     rope_apply(st.k.data(), K, T, dh, a, cs.data() + o, sn.data() + o);
-    hook_heads(c, b + "hook_rot_q", st.q.data(), H, dh);
-    hook_heads(c, b + "hook_rot_k", st.k.data(), K, dh);
+    scope.reset();
+    hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
+    hook_heads(c, b, "hook_rot_k", st.k.data(), K, dh);
   }
   grow(st.z, size_t(H) * T * dh);
   const int win = a.window_of(l);
-  const bool materialise = c.materialise_all || c.wants(b + "hook_attn_scores") || c.wants(b + "hook_pattern") || a.attn_softcap > 0 ||
+  const bool materialise = c.materialise_all || c.wants(b, "hook_attn_scores") || c.wants(b, "hook_pattern") || a.attn_softcap > 0 ||
                            (win > 0 && win < T);
+  scope.emplace(cache || materialise ? "attention (materialised)" : "attention (flash)");
   if (cache) {
     // Append the new rows' (rotated) keys and values, then attend over everything cached.
     std::vector<float>& kc = cache->k[size_t(l)];
@@ -293,7 +307,9 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   // z [H, T, dh] -> zm [T, H·dh] (which is TransformerLens's hook_z [T, H, dh] as it lies)
   grow(st.zm, size_t(T) * qd);
   heads_to_rows(st.zm.data(), st.z.data(), H, T, dh);
-  c.maybe(b + "hook_z", st.zm.data(), {T, H, dh});
+  scope.reset();
+  c.maybe(b, "hook_z", st.zm.data(), {T, H, dh});
+  scope.emplace("W_O");
   linear(out, d, st.zm.data(), T, w.wo, &w.bo, st.wbuf);
 }
 
@@ -464,16 +480,18 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   if (opt.start_at_layer > 0) {
     std::copy_n(opt.resid_pre, Td, x);
   } else {  // x = embed[ids] (+ wpe[t]) (· √d for Gemma)
+    profile::Scope p_("embedding");
     const float es = a.embed_scale ? float(std::sqrt(double(d))) : 1.0f;
     const bool learned = a.pos == PosKind::Learned;
+    if (learned) grow(st.tmp, Td);
 #pragma omp parallel for schedule(static) if (long(Td) >= kParallelElems)
     for (int t = 0; t < T; t++) {
       float* xt = x + long(t) * d;
       m.wte.read(int64_t(ids[size_t(t)]) * d, d, xt);
       if (learned) {
-        std::vector<float> p(static_cast<size_t>(d));
-        m.wpe.read(int64_t(off + t) * d, d, p.data());
-        for (int j = 0; j < d; j++) xt[j] += p[size_t(j)];
+        float* p = st.tmp.data() + long(t) * d;
+        m.wpe.read(int64_t(off + t) * d, d, p);
+        for (int j = 0; j < d; j++) xt[j] += p[j];
       }
       if (es != 1.0f)
         for (int j = 0; j < d; j++) xt[j] *= es;
@@ -483,16 +501,19 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   for (int l = opt.start_at_layer; l < a.n_layer; l++) {
     const BlockWeights& w = m.blocks[size_t(l)];
     const std::string b = "blocks." + std::to_string(l) + ".";
-    c.maybe(b + "hook_resid_pre", x, {T, d});
-    norm_rows(u, x, w.ln1_w, w.ln1_b, a, T, d);
-    c.maybe(b + "ln1.hook_normalized", u, {T, d});
+    c.maybe(b, "hook_resid_pre", x, {T, d});
+    {
+      profile::Scope p_("norm");
+      norm_rows(u, x, w.ln1_w, w.ln1_b, a, T, d);
+    }
+    c.maybe(b, "ln1.hook_normalized", u, {T, d});
     if (a.parallel_residual && !a.attn_only()) {  // the MLP reads the block's input, not resid_mid
       grow(st.xin, Td);
       std::copy_n(x, Td, st.xin.data());
     }
     attention_block(c, l, u, att);
     if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, T, d);
-    c.maybe(b + "hook_attn_out", att, {T, d});
+    c.maybe(b, "hook_attn_out", att, {T, d});
     if (!a.attn_only()) {
       grow(st.m, Td);
       float* mo = st.m.data();
@@ -500,19 +521,23 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
         norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, T, d);
       } else {
         add_rows(x, att, long(Td));
-        c.maybe(b + "hook_resid_mid", x, {T, d});
+        c.maybe(b, "hook_resid_mid", x, {T, d});
+        profile::Scope p_("norm");
         norm_rows(u, x, w.ln2_w, w.ln2_b, a, T, d);
       }
-      c.maybe(b + "ln2.hook_normalized", u, {T, d});
-      mlp_block(c, l, u, mo);
+      c.maybe(b, "ln2.hook_normalized", u, {T, d});
+      {
+        profile::Scope p_("mlp block");
+        mlp_block(c, l, u, mo);
+      }
       if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, T, d);
-      c.maybe(b + "hook_mlp_out", mo, {T, d});
+      c.maybe(b, "hook_mlp_out", mo, {T, d});
       if (a.parallel_residual) add_rows(mo, att, long(Td));  // HF: mlp_out + attn_out + x
       add_rows(x, mo, long(Td));
     } else {
       add_rows(x, att, long(Td));
     }
-    c.maybe(b + "hook_resid_post", x, {T, d});
+    c.maybe(b, "hook_resid_post", x, {T, d});
     if (opt.stop_at_layer == l) {
       if (cache) cache->len += T;
       st.logits.clear();
@@ -524,15 +549,18 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   const int rows = opt.last_only ? 1 : T;
   float* xf = x + long(T - rows) * d;
   norm_rows(u, xf, m.lnf_w, m.lnf_b, a, rows, d);
-  c.maybe("ln_final.hook_normalized", u, {rows, d});
+  c.maybe(std::string(), "ln_final.hook_normalized", u, {rows, d});
   st.logits.resize(size_t(rows) * V);
   const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
-  linear(st.logits.data(), V, u, rows, W, nullptr, st.wbuf);
+  {
+    profile::Scope p_("logits (unembedding)");
+    linear(st.logits.data(), V, u, rows, W, nullptr, st.wbuf);
+  }
   if (a.final_softcap > 0) {
     const float cap = float(a.final_softcap);
     for (auto& v : st.logits) v = cap * std::tanh(v / cap);
   }
-  c.maybe("logits", st.logits.data(), {rows, V});
+  c.maybe(std::string(), "logits", st.logits.data(), {rows, V});
   if (cache) cache->len += T;
   return st.logits;
 }

@@ -1,6 +1,7 @@
 // Random checkpoints of any family, laid out exactly as Hugging Face writes them (`qkv init --arch`).
 #include <filesystem>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"

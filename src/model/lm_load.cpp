@@ -15,7 +15,6 @@
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/io/safetensors.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
 
 namespace fs = std::filesystem;
 
@@ -280,32 +279,6 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
   return m;
 }
 
-// An llm.c checkpoint (or anything the GPT-2 loader reads) as a family model owning its floats.
-Model from_gpt2(GPT2 g, const std::string& path) {
-  json cj = {{"model_type", "gpt2"}, {"vocab_size", g.config.vocab_size}, {"n_positions", g.config.n_positions},
-             {"n_embd", g.config.n_embd}, {"n_layer", g.config.n_layer}, {"n_head", g.config.n_head},
-             {"layer_norm_epsilon", g.config.layer_norm_epsilon}, {"qkv_attn_only", g.config.attn_only}};
-  if (g.config.n_inner > 0) cj["n_inner"] = g.config.n_inner;
-  Model m;
-  m.arch = arch_from_config(cj, path);
-  m.path = path;
-  m.source = g.source;
-  m.table = tensor_table(m.arch);
-  m.blocks.resize(size_t(m.arch.n_layer));
-  auto owned = std::make_shared<std::vector<float>>(std::move(g.params));
-  for (const auto& s : m.table) {
-    Weight* w = slot(m, s);
-    w->name = s.name;
-    w->shape = s.shape;
-    w->type = WeightType::F32;
-    w->data = owned->data() + g.spec(s.name).offset;
-    w->in_out = s.shape.size() == 2 && !is_embedding(s.role);
-  }
-  for (size_t i = 0; i < m.table.size(); i++) m.index[m.table[i].name] = i;
-  m.keep_alive.push_back(owned);
-  return m;
-}
-
 }  // namespace
 
 QkvMaps qkv_maps(const Model& m, int l) {
@@ -418,12 +391,8 @@ Model load_lm(const std::string& path) {
                dtype_summary(m) + ")";
     return m;
   }
-  // GGUF: llama.cpp's gpt2 through the GPT-2 loader; llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
-  if (ends_with(path, ".gguf")) {
-    const io::GgufFile f = io::GgufFile::open(path);
-    if (f.metadata().get_string("general.architecture") != "gpt2") return load_gguf_lm(path);
-    return from_gpt2(load_model(path), path);
-  }
+  // GGUF: llama.cpp's gpt2, llama, qwen2, gemma, gemma2, phi3 as views (gguf_family).
+  if (ends_with(path, ".gguf")) return load_gguf_lm(path);
   // llm.c .bin: GPT-2 as views into the mapped file (llmc_load.cpp).
   if (ends_with(path, ".bin")) return load_llmc_lm(path);
   usage_error(path + ": unknown model format; expected a directory, a .safetensors file, a .gguf file or an llm.c .bin file");

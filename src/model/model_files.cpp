@@ -1,6 +1,6 @@
 #include "qkv/model_files.hpp"
 
-#include "qkv/io/gguf_gpt2.hpp"
+#include "qkv/io/gguf_family.hpp"
 
 #include <cstdlib>
 #include <filesystem>

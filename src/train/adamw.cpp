@@ -1,23 +1,14 @@
+#include <algorithm>
 #include <cmath>
 
 #include "qkv/train/train.hpp"
 
 namespace qkv {
 
-AdamW::AdamW(const GPT2& model, const TrainSettings& s) : s_(s) {
-  m_.assign(model.params.size(), 0.0f);
-  v_.assign(model.params.size(), 0.0f);
-  decay_.assign(model.params.size(), 0);
-  for (const ParamSpec& p : model.table)
-    if (p.decay) std::fill(decay_.begin() + p.offset, decay_.begin() + p.offset + p.numel, uint8_t{1});
-}
-
 AdamW::AdamW(std::vector<uint8_t> decay, const TrainSettings& s) : s_(s), decay_(std::move(decay)) {
   m_.assign(decay_.size(), 0.0f);
   v_.assign(decay_.size(), 0.0f);
 }
-
-void AdamW::step(GPT2& model, const std::vector<float>& g, double lr) { step(model.params.data(), g, lr); }
 
 // θ ← θ − lr · (m̂ / (√v̂ + ε) + λ·θ) for decayed parameters, without the λ·θ term otherwise
 // (Loshchilov & Hutter's decoupled weight decay).

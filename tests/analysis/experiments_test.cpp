@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/analysis/circuits.hpp"
 #include "qkv/analysis/head_detector.hpp"

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <nlohmann/json.hpp>
 
 #include "qkv/analysis/tour.hpp"
 #include "qkv/model_files.hpp"

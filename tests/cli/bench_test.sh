@@ -20,7 +20,7 @@ check unsupported-path 2 "^qkv: error: flash attention: the $missing path cannot
 out=$("$qkv" bench forward --T 16 --repeats 1 --peak 100 --profile 2>&1); rc=$?
 if [ $rc -ne 0 ]; then bad "forward-profile: exit $rc"; echo "$out"; else
   missing_ops=""
-  for op in embedding layernorm "gemm c_attn" attention "gelu \+ bias" "gemm unembed"; do
+  for op in embedding norm "q, k, v projections" "attention \(flash\)" W_O "mlp block" "logits \(unembedding\)"; do
     grep -qE "^$op +[0-9]" <<<"$out" || missing_ops+=" [$op]"
   done
   if [ -z "$missing_ops" ]; then ok "forward-profile"; else bad "forward-profile: no row for$missing_ops"; echo "$out"; fi

@@ -33,7 +33,8 @@ first=$(sed -n 2p "$tmp/b/train.csv" | cut -d, -f3) scratch=$(sed -n 2p "$tmp/a/
 # Errors: usage exits 2, bad data 1; nothing is written.
 check "neither --preset nor --data" 2 'qkv: error: .*--preset' -- train --out "$tmp/x1"
 check "bad --mix" 2 "qkv: error: --mix: 'bogus=1'" -- train "${small[@]}" --mix bogus=1 --out "$tmp/x2"
-check "--data without --config" 2 'qkv: error: .*--config' -- train --data "$fx/../README.md" --out "$tmp/x3"
+echo '{"model_type": "gpt2", "n_embd": ' >"$tmp/broken.json"
+check "--config that is not JSON" 1 "qkv: error: .*broken.json: not a JSON object" -- train --data "$fx/../README.md" --config "$tmp/broken.json" --out "$tmp/x3"
 check "--init missing" 1 "qkv: error: .*$tmp/nowhere" -- train "${small[@]}" --init "$tmp/nowhere" --out "$tmp/x4"
 check "--init of another shape" 1 "qkv: error: .*--init's shape" -- train --preset induction --steps 2 --init "$tmp/a" --out "$tmp/x5"
 for d in x1 x2 x3 x4 x5; do

@@ -1,7 +1,9 @@
-// The modern families through llama.cpp's GGUF architectures (include/qkv/io/gguf_family.hpp): a random
-// Hugging Face checkpoint of each family -> GGUF f32 -> the same hooks and logits bit for bit; Q8_0 files
-// with every weight within its block's bound; llama.cpp's names, metadata, the llama Q/K permutation and
-// Gemma's stored 1 + w; tokenizers through the metadata equal to their tokenizer.json; bad files named.
+// Every family through llama.cpp's GGUF architectures (include/qkv/io/gguf_family.hpp): a random Hugging
+// Face checkpoint of each family (GPT-2 included) -> GGUF f32 -> the same hooks and logits bit for bit;
+// quantized files with every weight within its block's bound; llama.cpp's names, metadata, tensor types
+// (position_embd F32), GPT-2's transposed Conv1D matrices, the llama Q/K permutation and Gemma's stored
+// 1 + w; "none" for a model without a tokenizer; tokenizers through the metadata (GPT-2's own files with
+// their merges) equal to their source; bad files named.
 #include "qkv/io/gguf_family.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
@@ -38,7 +41,7 @@ struct Tmp {
   std::string operator()(const std::string& name) const { return (dir / name).string(); }
 };
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "qwen2", "gemma", "gemma2", "phi3"};
+const std::vector<std::string> kFamilies = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3"};
 
 // A random tiny checkpoint (qkv init --arch F --preset tiny); llama also with biases on Q/K/V/O so the
 // permutation of b_Q/b_K is exercised.
@@ -66,6 +69,17 @@ std::vector<float> whole(const Weight& w) {
   std::vector<float> v(size_t(w.numel()));
   w.read(0, w.numel(), v.data());
   return v;
+}
+
+// A weight in nn.Linear's layout [out, in] (GPT-2's Conv1D [in, out] transposed), as GGUF stores it.
+std::vector<float> linear_layout(const Weight& w) {
+  std::vector<float> v = whole(w);
+  if (!w.in_out) return v;
+  const int64_t in = w.shape[0], out = w.shape[1];
+  std::vector<float> t(v.size());
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t o = 0; o < out; ++o) t[size_t(o * in + i)] = v[size_t(i * out + o)];
+  return t;
 }
 
 TEST(GgufFamily, F32RoundTripIsBitExactForEveryFamily) {
@@ -217,8 +231,13 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
       const TensorSpec& s = hf.table[k];
       ASSERT_EQ(gg.table[k].role, s.role);
       ASSERT_EQ(gg.table[k].layer, s.layer);
-      const std::vector<float> H = whole(hf.weight(s.name)), G = whole(gg.weight(gg.table[k].name));
+      const std::vector<float> H = linear_layout(hf.weight(s.name)), G = linear_layout(gg.weight(gg.table[k].name));
       ASSERT_EQ(H.size(), G.size());
+      if (s.role == Role::wpe) {  // GPT-2's positions stay F32 (llama.cpp's converter keeps them so)
+        EXPECT_EQ(H, G);
+        EXPECT_EQ(weight_type_name(gg.wpe), "F32");
+        continue;
+      }
       if (s.shape.size() == 1) {  // 1-D tensors stay F32 (Gemma's gains hold the + 1)
         const bool plus_one =
             hf.arch.norm == NormKind::RMSNormPlusOne && is_norm_weight(s.role);

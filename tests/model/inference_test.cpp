@@ -1,20 +1,21 @@
-// forward_fast (inference.hpp) against the reference forward (model.hpp) and the float64 PyTorch
-// fixtures, over T = 1 … n_positions, both attention paths, last-row-only logits, the errors, and
+// GPT-2 through run() (the fused inference path) against the float64 PyTorch fixtures and the training
+// forward, over T = 1 … n_ctx, both attention paths, last-row-only logits, the errors, and
 // allocation-freedom in steady state (a global operator new counter in this test binary).
-#include "qkv/inference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <fstream>
 #include <random>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/io/npy.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
+#include "qkv/lm_train.hpp"
 
 // ---- counting operator new (every thread; the array and nothrow forms forward to these) ----
 // GCC sees new paired with free() below and warns; these replacements are that pairing's definition.
@@ -102,18 +103,20 @@ constexpr double kFixtureTol = 2e-6;
 constexpr double kRefTol = 4e-6;
 
 void expect_fixture(const std::string& model_dir, const std::string& expected_dir) {
-  const GPT2 m = load_model(kFx + model_dir);
+  const Model m = load_lm(kFx + model_dir);
   const io::NpyArray tok = io::read_npy(kFx + expected_dir + "/tokens.npy");
   const std::vector<int> ids(tok.data.begin(), tok.data.end());
   const io::NpyArray want = io::read_npy(kFx + expected_dir + "/logits.npy");
-  InferenceState st(m.config, int(ids.size()));
-  const std::vector<float>& got = forward_fast(m, ids, st);
+  RunState st;
+  const std::vector<float>& got = run(m, ids, st);
   ASSERT_EQ(got.size(), want.data.size());
   EXPECT_LT(scaled_error(got, want.data, got.size()), kFixtureTol) << model_dir;
   // last_only: the last row, the same numbers
-  const size_t V = size_t(m.config.vocab_size);
+  const size_t V = size_t(m.arch.vocab_size);
   std::vector<float> full(got.end() - long(V), got.end());
-  const std::vector<float>& last = forward_fast(m, ids, st, true);
+  RunOptions last_only;
+  last_only.last_only = true;
+  const std::vector<float>& last = run(m, ids, st, last_only);
   ASSERT_EQ(last.size(), V);
   for (size_t j = 0; j < V; j++) ASSERT_EQ(last[j], full[j]) << j;
 }
@@ -128,102 +131,100 @@ TEST(InferenceFidelity, LlmcBinMatchesPyTorch) {
   expect_fixture("tiny.bin", "tiny_expected");
 }
 
-// forward_fast vs forward() over T from 1 to n_positions.
-void expect_matches_reference(const GPT2& m, const std::vector<int>& Ts) {
-  InferenceState st(m.config, m.config.n_positions);
-  Activations acts;
+// A trainable GPT-2 and its run() view: the fused inference path against the training forward (the
+// same model through the other implementation: materialised attention, lm_ops) over T from 1 to n_ctx.
+struct RandomGpt2 {
+  LmParams p;
+  Model m;
+};
+
+RandomGpt2 random_model(int vocab, int positions, int d, int layers, int heads, bool attn_only, uint64_t seed) {
+  const nlohmann::json c = {{"model_type", "gpt2"}, {"vocab_size", vocab}, {"n_positions", positions},
+                            {"n_ctx", positions},   {"n_embd", d},         {"n_layer", layers},
+                            {"n_head", heads},      {"qkv_attn_only", attn_only}};
+  RandomGpt2 r{init_lm(c, seed), {}};
+  // GPT-2's init leaves biases 0 and LayerNorm weights 1; perturb them so that each is exercised.
+  std::mt19937_64 rng(seed + 1);
+  std::normal_distribution<float> n(0.0f, 0.1f);
+  for (size_t i = 0; i < r.p.layout.table.size(); i++)
+    if (r.p.layout.table[i].shape.size() == 1)
+      for (int64_t j = 0; j < r.p.layout.table[i].shape[0]; j++) r.p.params[size_t(r.p.layout.offset[i] + j)] += n(rng);
+  r.m = lm_view(r.p);
+  return r;
+}
+
+void expect_matches_reference(const RandomGpt2& r, const std::vector<int>& Ts) {
+  RunState st;
+  LmActs<float> acts;
   for (int T : Ts) {
-    const std::vector<int> ids = random_ids(T, m.config.vocab_size, uint64_t(T));
-    const std::vector<float> want = forward(m, ids, acts);
-    const std::vector<float>& got = forward_fast(m, ids, st);
+    const std::vector<int> ids = random_ids(T, r.m.arch.vocab_size, uint64_t(T));
+    const std::vector<float> want = lm_train_forward(r.p.layout, r.p.params.data(), ids, acts);
+    const std::vector<float>& got = run(r.m, ids, st);
     ASSERT_EQ(got.size(), want.size()) << "T=" << T;
     EXPECT_LT(scaled_error(got, want, want.size()), kRefTol) << "T=" << T;
   }
 }
 
-GPT2 random_model(GPT2Config c, uint64_t seed) {
-  GPT2 m(c);
-  init_gpt2(m, seed);
-  // GPT-2's init leaves biases 0 and LayerNorm weights 1; perturb them so that each is exercised.
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<float> n(0.0f, 0.1f);
-  for (const auto& s : m.table)
-    if (s.shape.size() == 1)
-      for (int64_t i = 0; i < s.numel; i++) m.params[size_t(s.offset + i)] += n(rng);
-  return m;
-}
-
 TEST(InferenceFidelity, FixtureModelAtEveryLengthClass) {
-  const GPT2 m = load_model(kFx + "tiny");
-  expect_matches_reference(m, {1, 2, 7, m.config.n_positions - 1, m.config.n_positions});
+  std::ifstream cf(kFx + "tiny/config.json");
+  RandomGpt2 r{lm_params_from(load_lm(kFx + "tiny"), nlohmann::json::parse(cf)), {}};
+  r.m = lm_view(r.p);
+  expect_matches_reference(r, {1, 2, 7, r.m.arch.n_ctx - 1, r.m.arch.n_ctx});
 }
 
 TEST(InferenceFidelity, WiderModelWithThreadedGemmsAndManyFlashBlocks) {
-  GPT2Config c;
-  c.vocab_size = 509, c.n_positions = 300, c.n_embd = 192, c.n_layer = 3, c.n_head = 6;
-  const GPT2 m = random_model(c, 7);
-  expect_matches_reference(m, {1, 5, 144, 145, 299, 300});
+  expect_matches_reference(random_model(509, 300, 192, 3, 6, false, 7), {1, 5, 144, 145, 299, 300});
 }
 
 TEST(InferenceFidelity, AttentionOnlyOddHeadDim) {
-  GPT2Config c;
-  c.vocab_size = 97, c.n_positions = 70, c.n_embd = 60, c.n_layer = 2, c.n_head = 4,
-  c.attn_only = true;  // dh 15
-  const GPT2 m = random_model(c, 11);
-  expect_matches_reference(m, {1, 33, 70});
+  expect_matches_reference(random_model(97, 70, 60, 2, 4, true, 11), {1, 33, 70});  // dh 15
 }
 
 TEST(InferenceFidelity, PortablePathMatchesToo) {
-  GPT2Config c;
-  c.vocab_size = 211, c.n_positions = 200, c.n_embd = 96, c.n_layer = 2, c.n_head = 3;
-  const GPT2 m = random_model(c, 5);
+  const RandomGpt2 r = random_model(211, 200, 96, 2, 3, false, 5);
   flash_force_portable(true);
-  expect_matches_reference(m, {1, 200});
+  expect_matches_reference(r, {1, 200});
   flash_force_portable(false);
 }
 
 TEST(InferenceAllocations, SteadyStateAllocatesNothing) {
-  GPT2Config c;
-  c.vocab_size = 509, c.n_positions = 400, c.n_embd = 192, c.n_layer = 2, c.n_head = 6;
-  const GPT2 m = random_model(c, 3);
-  InferenceState st(c, 400);
-  const std::vector<int> a = random_ids(400, c.vocab_size, 1), b = random_ids(123, c.vocab_size, 2);
-  forward_fast(m, a, st);  // warm-up: per-thread flash scratch, BLIS's packing pools
-  forward_fast(m, b, st, true);
+  const RandomGpt2 r = random_model(509, 400, 192, 2, 6, false, 3);
+  RunState st;
+  const std::vector<int> a = random_ids(400, 509, 1), b = random_ids(123, 509, 2);
+  RunOptions last_only;
+  last_only.last_only = true;
+  run(r.m, a, st);  // warm-up: per-thread flash scratch, BLIS's packing pools
+  run(r.m, b, st, last_only);
   const long before = g_news.load();
-  for (int r = 0; r < 3; r++) {
-    forward_fast(m, a, st);
-    forward_fast(m, b, st);
-    forward_fast(m, a, st, true);
+  for (int k = 0; k < 3; k++) {
+    run(r.m, a, st);
+    run(r.m, b, st);
+    run(r.m, a, st, last_only);
   }
   EXPECT_EQ(g_news.load() - before, 0) << "operator new calls in steady state";
   // and the counter does count: a first call with a fresh state allocates
-  InferenceState fresh;
+  RunState fresh;
   const long before2 = g_news.load();
-  forward_fast(m, b, fresh);
+  run(r.m, b, fresh);
   EXPECT_GT(g_news.load() - before2, 0);
 }
 
-TEST(InferenceErrors, SameChecksAsForward) {
-  const GPT2 m = load_model(kFx + "tiny");
-  InferenceState st;
-  EXPECT_THROW(forward_fast(m, {}, st), Error);
-  EXPECT_THROW(forward_fast(m, {m.config.vocab_size}, st), Error);
-  EXPECT_THROW(forward_fast(m, {-1}, st), Error);
-  EXPECT_THROW(forward_fast(m, std::vector<int>(size_t(m.config.n_positions) + 1, 0), st), Error);
-  // a state sized for one row of logits grows when full logits are asked for
-  InferenceState small(m.config, 4, false);
-  EXPECT_EQ(forward_fast(m, {1, 2, 3}, small, true).size(), size_t(m.config.vocab_size));
-  EXPECT_EQ(forward_fast(m, {1, 2, 3}, small).size(), size_t(3 * m.config.vocab_size));
+TEST(InferenceErrors, TokensOutOfRangeOrTooMany) {
+  const Model m = load_lm(kFx + "tiny");
+  RunState st;
+  EXPECT_THROW(run(m, {}, st), Error);
+  EXPECT_THROW(run(m, {m.arch.vocab_size}, st), Error);
+  EXPECT_THROW(run(m, {-1}, st), Error);
+  EXPECT_THROW(run(m, std::vector<int>(size_t(m.arch.n_ctx) + 1, 0), st), Error);
 }
 
 TEST(InferenceFlops, Gpt2SmallAt1024) {
-  GPT2Config c;  // GPT-2 small
+  const Arch a = arch_from_config(default_config("gpt2", "small"), "GPT-2 small");
   // 12 × (2·1024·768·(2304 + 768 + 2·3072) + 4·(1024·1025/2)·768) + 2·1024·768·50257
   const double want =
       12 * (2.0 * 1024 * 768 * (2304 + 768 + 6144) + 4.0 * 524800 * 768) + 2.0 * 1024 * 768 * 50257;
-  EXPECT_DOUBLE_EQ(forward_flops(c, 1024), want);
-  EXPECT_NEAR(forward_flops(c, 1024) / 1e9, 272.0, 1.0);
+  EXPECT_DOUBLE_EQ(lm_forward_flops(a, 1024), want);
+  EXPECT_NEAR(lm_forward_flops(a, 1024) / 1e9, 272.0, 1.0);
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
-// The model against float64 PyTorch fixtures (tests/reference/make_fixtures.py): every traced
-// activation, the logits, the loss and every parameter gradient, for each checkpoint format.
+// GPT-2 through the one engine against float64 PyTorch fixtures (tests/reference/make_fixtures.py): every
+// hook of run(), the logits, and the training backward's loss and every parameter gradient, for each
+// checkpoint format GPT-2 comes in (Hugging Face directory, transformer. prefix, llm.c fp32/bf16, F16).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "qkv/error.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/io/safetensors.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
+#include "qkv/lm_train.hpp"
+#include "qkv/attention.hpp"
 
 namespace qkv {
 namespace {
@@ -45,68 +50,68 @@ double scaled_error(const Tensor& got, const io::NpyArray& want, const std::stri
 }
 
 // min_files: 12 hooks per block (10 attention-only) + ln_final + logits, or just the logits.
-void expect_matches_fixture(const GPT2& m, const std::string& expected_dir, int min_files) {
-  Trace tr;
-  Activations acts;
-  forward(m, fixture_tokens(expected_dir), acts, &tr);
+void expect_matches_fixture(const Model& m, const std::string& expected_dir, int min_files) {
+  const std::map<std::string, Tensor> cache = run_with_cache(m, fixture_tokens(expected_dir));
   int compared = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kFx + expected_dir)) {
     const std::string file = entry.path().filename().string();
     if (entry.is_directory() || file == "tokens.npy" || file == "loss.npy") continue;
     const std::string hook = file.substr(0, file.size() - 4);
-    ASSERT_TRUE(tr.acts.count(hook)) << "no traced activation named " << hook;
-    EXPECT_LT(scaled_error(tr.acts.at(hook), io::read_npy(entry.path().string()), hook), kActTol) << hook;
+    ASSERT_TRUE(cache.count(hook)) << "no hook named " << hook;
+    EXPECT_LT(scaled_error(cache.at(hook), io::read_npy(entry.path().string()), hook), kActTol) << hook;
     compared++;
   }
   EXPECT_GE(compared, min_files);
 }
 
 TEST(ModelFidelity, HuggingFaceDirectoryWithBuffersAndOddDataOffset) {
-  const GPT2 m = load_model(kFx + "tiny");
-  EXPECT_NE(m.source.find("Hugging Face"), std::string::npos);
+  const Model m = load_lm(kFx + "tiny");
   expect_matches_fixture(m, "tiny_expected", 2 * 12 + 2);
 }
 
 TEST(ModelFidelity, TransformerPrefixAndLmHead) {
-  expect_matches_fixture(load_model(kFx + "tiny_prefixed"), "tiny_expected", 2 * 12 + 2);
+  expect_matches_fixture(load_lm(kFx + "tiny_prefixed"), "tiny_expected", 2 * 12 + 2);
 }
 
 TEST(ModelFidelity, LlmcFp32) {
-  const GPT2 m = load_model(kFx + "tiny.bin");
+  const Model m = load_lm(kFx + "tiny.bin");
   EXPECT_NE(m.source.find("llm.c"), std::string::npos);
   expect_matches_fixture(m, "tiny_expected", 2 * 12 + 2);
 }
 
 TEST(ModelFidelity, LlmcBf16AndSafetensorsF16) {
-  expect_matches_fixture(load_model(kFx + "tiny_bf16.bin"), "tiny_bf16_expected", 1);
-  expect_matches_fixture(load_model(kFx + "tiny_f16"), "tiny_f16_expected", 1);
+  expect_matches_fixture(load_lm(kFx + "tiny_bf16.bin"), "tiny_bf16_expected", 1);
+  expect_matches_fixture(load_lm(kFx + "tiny_f16"), "tiny_f16_expected", 1);
 }
 
 TEST(ModelFidelity, AttentionOnly) {
-  const GPT2 m = load_model(kFx + "tiny_attn_only");
-  EXPECT_TRUE(m.config.attn_only);
+  const Model m = load_lm(kFx + "tiny_attn_only");
+  EXPECT_TRUE(m.arch.attn_only());
   expect_matches_fixture(m, "tiny_attn_only_expected", 2 * 10 + 2);
 }
 
 // Gradients: fp32 backward against PyTorch float64 autograd. Tolerance relative to each gradient's
 // largest magnitude; 1e-4 leaves room for fp32 cancellation in the softmax/LayerNorm Jacobians.
 void expect_grads_match(const std::string& model_dir, const std::string& expected_dir) {
-  const GPT2 m = load_model(kFx + model_dir);
+  const Model m = load_lm(kFx + model_dir);
+  std::ifstream cf(kFx + model_dir + "/config.json");
+  const LmParams p = lm_params_from(m, nlohmann::json::parse(cf));
   const std::vector<int> ids = fixture_tokens(expected_dir);
   std::vector<int> targets(ids.size(), -1);
   for (size_t t = 0; t + 1 < ids.size(); t++) targets[t] = ids[t + 1];
-  Activations acts;
-  forward(m, ids, acts);
-  std::vector<float> grads;
-  const double loss = backward(m, targets, acts, grads);
+  LmActs<float> acts;
+  lm_train_forward(p.layout, p.params.data(), ids, acts);
+  std::vector<float> grads(size_t(p.layout.size));
+  const double loss = lm_train_backward(p.layout, p.params.data(), targets, acts, grads.data());
   EXPECT_NEAR(loss, io::read_npy(kFx + expected_dir + "/loss.npy").data.at(0), 1e-5);
-  for (const ParamSpec& s : m.table) {
+  for (size_t k = 0; k < p.layout.table.size(); k++) {
+    const TensorSpec& s = p.layout.table[k];
     const io::NpyArray want = io::read_npy(kFx + expected_dir + "/grads/" + s.name + ".npy");
     ASSERT_EQ(want.shape, s.shape) << s.name;
     double scale = 0, err = 0;
-    for (int64_t i = 0; i < s.numel; i++) {
-      scale = std::max(scale, std::abs(want.data[size_t(i)]));
-      err = std::max(err, std::abs(double(grads[size_t(s.offset + i)]) - want.data[size_t(i)]));
+    for (size_t i = 0; i < want.data.size(); i++) {
+      scale = std::max(scale, std::abs(want.data[i]));
+      err = std::max(err, std::abs(double(grads[size_t(p.layout.offset[k]) + i]) - want.data[i]));
     }
     EXPECT_LT(err / std::max(scale, 1e-30), 1e-4) << s.name << " (max |grad| " << scale << ")";
   }
@@ -159,10 +164,13 @@ TEST(SublayerFidelity, ForwardTraceAndBackwardMatchPyTorch) {
 }
 
 TEST(ModelTable, Gpt2SmallHas124439808Parameters) {
-  GPT2Config c;  // defaults are GPT-2 small
-  const auto table = gpt2_param_table(c);
+  const std::vector<TensorSpec> table = tensor_table(arch_from_config(default_config("gpt2", "small"), "GPT-2 small"));
   int64_t n = 0;
-  for (const auto& s : table) n += s.numel;
+  for (const auto& s : table) {
+    int64_t k = 1;
+    for (int64_t x : s.shape) k *= x;
+    n += k;
+  }
   EXPECT_EQ(n, 124439808);
   EXPECT_EQ(table.size(), 2u + 12u * 12u + 2u);
   EXPECT_EQ(table[4].name, "h.0.attn.c_attn.weight");
@@ -184,7 +192,7 @@ struct TempDir {
 
 std::string error_of(const std::string& path) {
   try {
-    load_model(path);
+    load_lm(path);
   } catch (const Error& e) {
     return e.what();
   }
@@ -192,10 +200,12 @@ std::string error_of(const std::string& path) {
 }
 
 // Rewrites the tiny model with one change made by `edit` to its tensor list.
-std::string write_variant(const TempDir& dir, const std::function<void(std::vector<io::WriteTensor>&, GPT2&)>& edit) {
-  GPT2 m = load_model(kFx + "tiny");
+std::string write_variant(const TempDir& dir, const std::function<void(std::vector<io::WriteTensor>&, LmParams&)>& edit) {
+  std::ifstream cf(kFx + "tiny/config.json");
+  LmParams m = lm_params_from(load_lm(kFx + "tiny"), nlohmann::json::parse(cf));
   std::vector<io::WriteTensor> ts;
-  for (const auto& s : m.table) ts.push_back({s.name, s.shape, m.params.data() + s.offset});
+  for (size_t i = 0; i < m.layout.table.size(); i++)
+    ts.push_back({m.layout.table[i].name, m.layout.table[i].shape, m.params.data() + m.layout.offset[i]});
   edit(ts, m);
   std::filesystem::copy_file(kFx + "tiny/config.json", dir.path / "config.json");
   io::write_safetensors((dir.path / "model.safetensors").string(), ts, {});
@@ -218,7 +228,7 @@ TEST(ModelErrors, ShapeDisagreesWithConfig) {
 
 TEST(ModelErrors, NaNWeightsAreReported) {
   TempDir d;
-  const auto p = write_variant(d, [](auto&, GPT2& m) { m.params[m.spec("h.1.attn.c_proj.bias").offset + 3] = NAN; });
+  const auto p = write_variant(d, [](auto&, LmParams& m) { m.at("h.1.attn.c_proj.bias")[3] = NAN; });
   const std::string e = error_of(p);
   EXPECT_NE(e.find("h.1.attn.c_proj.bias holds NaN"), std::string::npos) << e;
 }
@@ -234,21 +244,23 @@ TEST(ModelErrors, UnexpectedTensorAndMissingFiles) {
 }
 
 TEST(ModelErrors, TokensOutOfRangeOrTooMany) {
-  const GPT2 m = load_model(kFx + "tiny");
-  Activations a;
-  EXPECT_THROW(forward(m, {1, 2, 101}, a), Error);
-  EXPECT_THROW(forward(m, {}, a), Error);
-  EXPECT_THROW(forward(m, std::vector<int>(17, 1), a), Error);
+  const Model m = load_lm(kFx + "tiny");
+  EXPECT_THROW(run_with_cache(m, {1, 2, 101}), Error);
+  EXPECT_THROW(run_with_cache(m, {}), Error);
+  EXPECT_THROW(run_with_cache(m, std::vector<int>(17, 1)), Error);
 }
 
-TEST(ModelSave, RoundTripsThroughSafetensorsWithConfigInMetadata) {
+TEST(ModelSave, RoundTripsThroughSafetensors) {
   TempDir d;
-  const GPT2 m = load_model(kFx + "tiny_attn_only");
-  const std::string p = (d.path / "m.safetensors").string();
-  save_model(m, p, {{"note", "test"}});
-  const GPT2 back = load_model(p);
-  EXPECT_TRUE(back.config.attn_only);
-  EXPECT_EQ(back.params, m.params);
+  std::ifstream cf(kFx + "tiny_attn_only/config.json");
+  const nlohmann::json config = nlohmann::json::parse(cf);
+  const LmParams m = lm_params_from(load_lm(kFx + "tiny_attn_only"), config);
+  std::ofstream(d.path / "config.json") << config.dump();
+  const std::string p = (d.path / "model.safetensors").string();
+  save_lm(m, p, {{"note", "test"}});
+  const Model back = load_lm(d.path.string());
+  EXPECT_TRUE(back.arch.attn_only());
+  EXPECT_EQ(lm_params_from(back, config).params, m.params);
   EXPECT_EQ(io::SafetensorsFile::open(p).metadata().at("note"), "test");
 }
 

@@ -34,3 +34,38 @@ def model():
 @pytest.fixture(scope="session")
 def tokens(model):
     return model.tokenize(TEXT)
+
+# The nine families qkv runs, each as a tiny random checkpoint from `qkv init --arch A --preset tiny`
+# (initializer_range 0.2 so that attention is peaked and every path matters, as the reference fixtures do).
+FAMILIES = ["gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "gpt_neox", "phi3", "gpt_neo"]
+
+
+@pytest.fixture(scope="session")
+def family_dir(tmp_path_factory):
+    """family_dir(arch, *init_args) -> the directory of a tiny checkpoint of that family (made once)."""
+    made = {}
+
+    def make(arch, *args):
+        key = (arch,) + tuple(map(str, args))
+        if key not in made:
+            out = tmp_path_factory.mktemp("family_" + arch)
+            run_cli("init", "--arch", arch, "--preset", "tiny", "--seed", "7", "--set", "initializer_range=0.2",
+                    *args, "--out", out)
+            made[key] = out
+        return made[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def family_model(family_dir):
+    """family_model(arch, *init_args) -> qkv.load of family_dir's checkpoint (loaded once)."""
+    loaded = {}
+
+    def load(arch, *args):
+        key = (arch,) + tuple(map(str, args))
+        if key not in loaded:
+            loaded[key] = qkv.load(str(family_dir(arch, *args)))
+        return loaded[key]
+
+    return load

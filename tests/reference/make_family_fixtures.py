@@ -183,10 +183,29 @@ def attention(q, k, v, scale, window=0, softcap=0.0, hooks=None, pre=""):
     if window:
         visible = visible & (i - j < window)
     s = s.masked_fill(~visible, float("-inf"))
-    a = torch.softmax(s, dim=-1)
-    hooks[pre + "attn.hook_attn_scores"] = s
-    hooks[pre + "attn.hook_pattern"] = a
+    s = record(hooks, pre + "attn.hook_attn_scores", s)
+    a = record(hooks, pre + "attn.hook_pattern", torch.softmax(s, dim=-1))
     return a @ v
+
+
+# make_grad_fixtures.py sets PROBE to a function (name, activation) -> activation that adds a zero tensor
+# it differentiates against: every hook point below passes through record(), and what comes back is what
+# the rest of the forward computes from, so ∂metric/∂probe is the gradient at that hook point. None: the
+# identity (this script's own fixtures).
+PROBE = None
+
+
+def record(hooks, name, t):
+    """t as the hook point `name` sees it (probed), kept in hooks; the forward continues from the result."""
+    if PROBE is not None:
+        t = PROBE(name, t)
+    hooks[name] = t
+    return t
+
+
+def record_heads(hooks, name, x):
+    """record() for x [n, T, dh], kept as TransformerLens's [T, n, dh]; returns [n, T, dh] again."""
+    return record(hooks, name, tl(x)).transpose(0, 1)
 
 
 def heads(x, n, dh):  # [T, n·dh] -> [n, T, dh]
@@ -212,27 +231,27 @@ def forward(cfg, W, ids):
         x = g("wte.weight")[ids] + g("wpe.weight")[:T]
         for l in range(L):
             p, b = "h.%d." % l, "blocks.%d." % l
-            hooks[b + "hook_resid_pre"] = x
+            x = record(hooks, b + "hook_resid_pre", x)
             u = layer_norm(x, g(p + "ln_1.weight"), g(p + "ln_1.bias"), eps)
-            hooks[b + "ln1.hook_normalized"] = u
+            u = record(hooks, b + "ln1.hook_normalized", u)
             qkv = u @ g(p + "attn.c_attn.weight") + g(p + "attn.c_attn.bias")  # Conv1D [in, out]
             q, k, v = (heads(t, H, dh) for t in qkv.split(d, dim=-1))
-            hooks[b + "attn.hook_q"], hooks[b + "attn.hook_k"], hooks[b + "attn.hook_v"] = tl(q), tl(k), tl(v)
+            q, k, v = (record_heads(hooks, b + "attn.hook_" + n, t) for n, t in zip("qkv", (q, k, v)))
             z = attention(q, k, v, 1 / math.sqrt(dh), hooks=hooks, pre=b)
-            hooks[b + "attn.hook_z"] = tl(z)
+            z = record_heads(hooks, b + "attn.hook_z", z)
             a = tl(z).reshape(T, d) @ g(p + "attn.c_proj.weight") + g(p + "attn.c_proj.bias")
-            hooks[b + "hook_attn_out"] = a
+            a = record(hooks, b + "hook_attn_out", a)
             x = x + a
-            hooks[b + "hook_resid_mid"] = x
+            x = record(hooks, b + "hook_resid_mid", x)
             u2 = layer_norm(x, g(p + "ln_2.weight"), g(p + "ln_2.bias"), eps)
-            hooks[b + "ln2.hook_normalized"] = u2
+            u2 = record(hooks, b + "ln2.hook_normalized", u2)
             m = gelu_tanh(u2 @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias")) @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
-            hooks[b + "hook_mlp_out"] = m
+            m = record(hooks, b + "hook_mlp_out", m)
             x = x + m
-            hooks[b + "hook_resid_post"] = x
+            x = record(hooks, b + "hook_resid_post", x)
         u = layer_norm(x, g("ln_f.weight"), g("ln_f.bias"), eps)
-        hooks["ln_final.hook_normalized"] = u
-        hooks["logits"] = u @ g("wte.weight").T
+        u = record(hooks, "ln_final.hook_normalized", u)
+        record(hooks, "logits", u @ g("wte.weight").T)
         return hooks
 
     if mt == "gpt_neox":
@@ -244,29 +263,29 @@ def forward(cfg, W, ids):
         x = W["gpt_neox.embed_in.weight"][ids]
         for l in range(L):
             p, b = "gpt_neox.layers.%d." % l, "blocks.%d." % l
-            hooks[b + "hook_resid_pre"] = x
+            x = record(hooks, b + "hook_resid_pre", x)
             u = layer_norm(x, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"], eps)
-            hooks[b + "ln1.hook_normalized"] = u
+            u = record(hooks, b + "ln1.hook_normalized", u)
             qkv = linear(u, W[p + "attention.query_key_value.weight"], W[p + "attention.query_key_value.bias"])
             qkv = qkv.view(T, H, 3 * dh)  # per head: [q | k | v]
             q, k, v = (qkv[..., i * dh:(i + 1) * dh].transpose(0, 1) for i in range(3))
-            hooks[b + "attn.hook_q"], hooks[b + "attn.hook_k"], hooks[b + "attn.hook_v"] = tl(q), tl(k), tl(v)
+            q, k, v = (record_heads(hooks, b + "attn.hook_" + n, t) for n, t in zip("qkv", (q, k, v)))
             q, k = apply_rope(q, rot, inv), apply_rope(k, rot, inv)
-            hooks[b + "attn.hook_rot_q"], hooks[b + "attn.hook_rot_k"] = tl(q), tl(k)
+            q, k = (record_heads(hooks, b + "attn.hook_rot_" + n, t) for n, t in zip("qk", (q, k)))
             z = attention(q, k, v, 1 / math.sqrt(dh), hooks=hooks, pre=b)
-            hooks[b + "attn.hook_z"] = tl(z)
+            z = record_heads(hooks, b + "attn.hook_z", z)
             a = linear(tl(z).reshape(T, d), W[p + "attention.dense.weight"], W[p + "attention.dense.bias"])
-            hooks[b + "hook_attn_out"] = a
+            a = record(hooks, b + "hook_attn_out", a)
             u2 = layer_norm(x, W[p + "post_attention_layernorm.weight"], W[p + "post_attention_layernorm.bias"], eps)
-            hooks[b + "ln2.hook_normalized"] = u2
+            u2 = record(hooks, b + "ln2.hook_normalized", u2)
             m = linear(act(linear(u2, W[p + "mlp.dense_h_to_4h.weight"], W[p + "mlp.dense_h_to_4h.bias"])),
                        W[p + "mlp.dense_4h_to_h.weight"], W[p + "mlp.dense_4h_to_h.bias"])
-            hooks[b + "hook_mlp_out"] = m
+            m = record(hooks, b + "hook_mlp_out", m)
             x = m + a + x  # use_parallel_residual
-            hooks[b + "hook_resid_post"] = x
+            x = record(hooks, b + "hook_resid_post", x)
         u = layer_norm(x, W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"], eps)
-        hooks["ln_final.hook_normalized"] = u
-        hooks["logits"] = linear(u, W["embed_out.weight"])
+        u = record(hooks, "ln_final.hook_normalized", u)
+        record(hooks, "logits", linear(u, W["embed_out.weight"]))
         return hooks
 
     if mt == "gpt_neo":
@@ -276,30 +295,30 @@ def forward(cfg, W, ids):
         x = W["transformer.wte.weight"][ids] + W["transformer.wpe.weight"][:T]
         for l in range(L):
             p, b = "transformer.h.%d." % l, "blocks.%d." % l
-            hooks[b + "hook_resid_pre"] = x
+            x = record(hooks, b + "hook_resid_pre", x)
             u = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
-            hooks[b + "ln1.hook_normalized"] = u
+            u = record(hooks, b + "ln1.hook_normalized", u)
             q = heads(linear(u, W[p + "attn.attention.q_proj.weight"]), H, dh)
             k = heads(linear(u, W[p + "attn.attention.k_proj.weight"]), H, dh)
             v = heads(linear(u, W[p + "attn.attention.v_proj.weight"]), H, dh)
-            hooks[b + "attn.hook_q"], hooks[b + "attn.hook_k"], hooks[b + "attn.hook_v"] = tl(q), tl(k), tl(v)
+            q, k, v = (record_heads(hooks, b + "attn.hook_" + n, t) for n, t in zip("qkv", (q, k, v)))
             window = cfg["window_size"] if kinds[l] == "local" else 0
             z = attention(q, k, v, 1.0, window=window, hooks=hooks, pre=b)  # GPT-Neo: no 1/√dh
-            hooks[b + "attn.hook_z"] = tl(z)
+            z = record_heads(hooks, b + "attn.hook_z", z)
             a = linear(tl(z).reshape(T, d), W[p + "attn.attention.out_proj.weight"], W[p + "attn.attention.out_proj.bias"])
-            hooks[b + "hook_attn_out"] = a
+            a = record(hooks, b + "hook_attn_out", a)
             x = x + a
-            hooks[b + "hook_resid_mid"] = x
+            x = record(hooks, b + "hook_resid_mid", x)
             u2 = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
-            hooks[b + "ln2.hook_normalized"] = u2
+            u2 = record(hooks, b + "ln2.hook_normalized", u2)
             m = linear(gelu_tanh(linear(u2, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"])),
                        W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"])
-            hooks[b + "hook_mlp_out"] = m
+            m = record(hooks, b + "hook_mlp_out", m)
             x = x + m
-            hooks[b + "hook_resid_post"] = x
+            x = record(hooks, b + "hook_resid_post", x)
         u = layer_norm(x, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"], eps)
-        hooks["ln_final.hook_normalized"] = u
-        hooks["logits"] = u @ W["transformer.wte.weight"].T
+        u = record(hooks, "ln_final.hook_normalized", u)
+        record(hooks, "logits", u @ W["transformer.wte.weight"].T)
         return hooks
 
     # Llama and the families written as deltas from it.
@@ -321,9 +340,9 @@ def forward(cfg, W, ids):
         x = x * math.sqrt(d)
     for l in range(L):
         p, b = "model.layers.%d." % l, "blocks.%d." % l
-        hooks[b + "hook_resid_pre"] = x
+        x = record(hooks, b + "hook_resid_pre", x)
         u = norm(x, W[p + "input_layernorm.weight"], eps)
-        hooks[b + "ln1.hook_normalized"] = u
+        u = record(hooks, b + "ln1.hook_normalized", u)
         if mt == "phi3":
             qkv = linear(u, W[p + "self_attn.qkv_proj.weight"])
             q, k, v = qkv[:, :H * dh], qkv[:, H * dh:H * dh + n_kv * dh], qkv[:, H * dh + n_kv * dh:]
@@ -335,26 +354,26 @@ def forward(cfg, W, ids):
             k = linear(u, W[p + "self_attn.k_proj.weight"], bk)
             v = linear(u, W[p + "self_attn.v_proj.weight"], bv)
         q, k, v = heads(q, H, dh), heads(k, n_kv, dh), heads(v, n_kv, dh)
-        hooks[b + "attn.hook_q"], hooks[b + "attn.hook_k"], hooks[b + "attn.hook_v"] = tl(q), tl(k), tl(v)
+        q, k, v = (record_heads(hooks, b + "attn.hook_" + n, t) for n, t in zip("qkv", (q, k, v)))
         q, k = apply_rope(q, rot, inv), apply_rope(k, rot, inv)
-        hooks[b + "attn.hook_rot_q"], hooks[b + "attn.hook_rot_k"] = tl(q), tl(k)
+        q, k = (record_heads(hooks, b + "attn.hook_rot_" + n, t) for n, t in zip("qk", (q, k)))
         window = 0
         if mt in ("mistral", "phi3") and cfg.get("sliding_window"):
             window = cfg["sliding_window"]
         if mt == "gemma2" and l % 2 == 0:
             window = cfg["sliding_window"]
         z = attention(q, k, v, scale, window=window, softcap=softcap, hooks=hooks, pre=b)
-        hooks[b + "attn.hook_z"] = tl(z)
+        z = record_heads(hooks, b + "attn.hook_z", z)
         a = linear(tl(z).reshape(T, H * dh), W[p + "self_attn.o_proj.weight"],
                    W.get(p + "self_attn.o_proj.bias") if bias_o else None)
         if mt == "gemma2":
             a = norm(a, W[p + "post_attention_layernorm.weight"], eps)
-        hooks[b + "hook_attn_out"] = a
+        a = record(hooks, b + "hook_attn_out", a)
         x = x + a
-        hooks[b + "hook_resid_mid"] = x
+        x = record(hooks, b + "hook_resid_mid", x)
         pre_mlp = p + ("pre_feedforward_layernorm.weight" if mt == "gemma2" else "post_attention_layernorm.weight")
         u2 = norm(x, W[pre_mlp], eps)
-        hooks[b + "ln2.hook_normalized"] = u2
+        u2 = record(hooks, b + "ln2.hook_normalized", u2)
         if mt == "phi3":
             gate, up = linear(u2, W[p + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
         else:
@@ -362,17 +381,17 @@ def forward(cfg, W, ids):
         m = linear(act(gate) * up, W[p + "mlp.down_proj.weight"])
         if mt == "gemma2":
             m = norm(m, W[p + "post_feedforward_layernorm.weight"], eps)
-        hooks[b + "hook_mlp_out"] = m
+        m = record(hooks, b + "hook_mlp_out", m)
         x = x + m
-        hooks[b + "hook_resid_post"] = x
+        x = record(hooks, b + "hook_resid_post", x)
     u = norm(x, W["model.norm.weight"], eps)
-    hooks["ln_final.hook_normalized"] = u
+    u = record(hooks, "ln_final.hook_normalized", u)
     head = W["lm_head.weight"] if "lm_head.weight" in W and not cfg.get("tie_word_embeddings", False) else W["model.embed_tokens.weight"]
     logits = u @ head.T
     if mt == "gemma2" and cfg.get("final_logit_softcapping"):
         c = cfg["final_logit_softcapping"]
         logits = torch.tanh(logits / c) * c
-    hooks["logits"] = logits
+    record(hooks, "logits", logits)
     return hooks
 
 

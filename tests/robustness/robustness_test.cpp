@@ -23,11 +23,12 @@
 #include <vector>
 
 #include "qkv/error.hpp"
-#include "qkv/io/config_json.hpp"
+#include "qkv/io/atomic_file.hpp"
 #include "qkv/io/llmc.hpp"
 #include "qkv/io/npy.hpp"
 #include "qkv/io/safetensors.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm.hpp"
+#include "qkv/lm_train.hpp"
 #include "qkv/tokenizer.hpp"
 
 #include "alloc_probe.hpp"
@@ -133,13 +134,13 @@ TEST(NoAbsurdAllocation, LlmcHeaderClaimingGpt2Xl) {
   std::memcpy(h.data(), dims, sizeof dims);
   write_raw(d / "x.bin", std::string(reinterpret_cast<const char*>(h.data()), 1024));
   Probe p;
-  const std::string e = error_of([&] { load_model(d / "x.bin"); });
+  const std::string e = error_of([&] { load_lm(d / "x.bin"); });
   EXPECT_LT(p.largest(), 1u << 16);
   EXPECT_HAS(e, "truncated");
 }
 
-// A config that claims a model far larger than the file. load_model must compare the file's tensors
-// with the table before it allocates the parameters (GPT2(config) zero-fills them), so the allocation
+// A config that claims a model far larger than the file. load_lm must compare the file's tensors
+// with the table before it allocates anything the config claims, so the allocation
 // is bounded by the file's size. The file here is under 1 KiB; the config claims ~2^46 parameters.
 std::string huge_config_model(const TempDir& d) {
   const nlohmann::json cfg = {{"model_type", "gpt2"}, {"vocab_size", 1 << 24}, {"n_positions", 1 << 20},
@@ -155,8 +156,8 @@ TEST(NoAbsurdAllocation, ConfigClaimingAHugeModelOverATinyFile) {
   TempDir d;
   const std::string path = huge_config_model(d);
   Probe p;
-  const std::string e = error_of([&] { load_model(path); });
-  EXPECT_LT(p.largest(), std::size_t(64) << 20) << "load_model allocated what the config claims before checking "
+  const std::string e = error_of([&] { load_lm(path); });
+  EXPECT_LT(p.largest(), std::size_t(64) << 20) << "load_lm allocated what the config claims before checking "
                                                    "the file's tensors against it";
   EXPECT_HAS(e, path);
   EXPECT_HAS(e, "wte.weight");
@@ -164,14 +165,12 @@ TEST(NoAbsurdAllocation, ConfigClaimingAHugeModelOverATinyFile) {
 
 TEST(NoAbsurdAllocation, HuggingFaceDirectoryWithHugeConfig) {
   TempDir d;
-  io::write_config_json(d / "config.json", [] {
-    GPT2Config c;
-    c.vocab_size = 1 << 24, c.n_embd = 1 << 16, c.n_layer = 1024, c.n_head = 1;
-    return c;
-  }());
+  io::write_file_atomic(d / "config.json", nlohmann::json{{"model_type", "gpt2"}, {"vocab_size", 1 << 24},
+                                                          {"n_positions", 1024}, {"n_embd", 1 << 16},
+                                                          {"n_layer", 1024}, {"n_head", 1}}.dump());
   fs::copy_file(kFx + "tiny/model.safetensors", d.path / "model.safetensors");
   Probe p;
-  const std::string e = error_of([&] { load_model(d.path.string()); });
+  const std::string e = error_of([&] { load_lm(d.path.string()); });
   EXPECT_LT(p.largest(), std::size_t(64) << 20) << "allocated before checking tensors against the config";
   EXPECT_HAS(e, "model.safetensors");
   EXPECT_HAS(e, "wte.weight");
@@ -181,10 +180,11 @@ TEST(NoAbsurdAllocation, HuggingFaceDirectoryWithHugeConfig) {
 
 TEST(NonFinite, InfInSafetensorsIsReported) {
   TempDir d;
-  GPT2 m = load_model(kFx + "tiny");
-  m.params[m.spec("h.0.mlp.c_fc.weight").offset + 7] = -INFINITY;
-  save_model(m, d / "m.safetensors");
-  const std::string e = error_of([&] { load_model(d / "m.safetensors"); });
+  std::ifstream cf(kFx + "tiny/config.json");
+  LmParams m = lm_params_from(load_lm(kFx + "tiny"), nlohmann::json::parse(cf));
+  m.at("h.0.mlp.c_fc.weight")[7] = -INFINITY;
+  save_lm(m, d / "m.safetensors", {{"config", m.config.dump()}});
+  const std::string e = error_of([&] { load_lm(d / "m.safetensors"); });
   EXPECT_HAS(e, d / "m.safetensors");
   EXPECT_HAS(e, "tensor h.0.mlp.c_fc.weight holds Inf at flat index 7");
 }
@@ -199,19 +199,21 @@ TEST(NonFinite, NaNInLlmcIsReported) {
     const float nan = NAN;
     f.write(reinterpret_cast<const char*>(&nan), 4);
   }
-  const std::string e = error_of([&] { load_model(d / "m.bin"); });
+  const std::string e = error_of([&] { load_lm(d / "m.bin"); });
   EXPECT_HAS(e, "tensor ln_f.bias holds NaN at flat index 23");
 }
 
 TEST(NonFinite, F16InfinityIsReported) {
   TempDir d;
-  GPT2 m = load_model(kFx + "tiny");
+  std::ifstream cf(kFx + "tiny/config.json");
+  LmParams m = lm_params_from(load_lm(kFx + "tiny"), nlohmann::json::parse(cf));
   std::vector<io::WriteTensor> ts;
-  for (const auto& s : m.table) ts.push_back({s.name, s.shape, m.params.data() + s.offset});
-  m.params[m.spec("wpe.weight").offset] = 70000.0f;  // beyond F16's 65504: stored as +Inf
+  for (size_t i = 0; i < m.layout.table.size(); i++)
+    ts.push_back({m.layout.table[i].name, m.layout.table[i].shape, m.params.data() + m.layout.offset[i]});
+  m.at("wpe.weight")[0] = 70000.0f;  // beyond F16's 65504: stored as +Inf
   fs::copy_file(kFx + "tiny/config.json", d.path / "config.json");
   io::write_safetensors(d / "model.safetensors", ts, {}, io::DType::F16);
-  const std::string e = error_of([&] { load_model(d.path.string()); });
+  const std::string e = error_of([&] { load_lm(d.path.string()); });
   EXPECT_HAS(e, "tensor wpe.weight holds Inf at flat index 0");
 }
 
@@ -236,11 +238,13 @@ TEST(NotARegularFile, EveryReaderRejectsADirectory) {
   EXPECT_HAS(error_of([&] { io::SafetensorsFile::open(dir); }), dir + ": not a regular file");
   EXPECT_HAS(error_of([&] { io::read_llmc(dir); }), dir + ": not a regular file");
   EXPECT_HAS(error_of([&] { io::read_npy(dir); }), dir + ": not a regular file");
-  EXPECT_HAS(error_of([&] { io::read_config_json(dir); }), dir + ": not a regular file");
   // A model directory whose model.safetensors / config.json is itself a directory.
   fs::create_directories(d.path / "m" / "model.safetensors");
   fs::copy_file(kFx + "tiny/config.json", d.path / "m" / "config.json");
-  EXPECT_HAS(error_of([&] { load_model(d / "m"); }), "model.safetensors: not a regular file");
+  EXPECT_HAS(error_of([&] { load_lm(d / "m"); }), "model.safetensors: not a regular file");
+  fs::create_directories(d.path / "c" / "config.json");
+  fs::copy_file(kFx + "tiny/model.safetensors", d.path / "c" / "model.safetensors");
+  EXPECT_HAS(error_of([&] { load_lm(d / "c"); }), "config.json: not a regular file");
 }
 
 TEST(NotARegularFile, TokenizerFilesThatAreDirectories) {
@@ -259,7 +263,11 @@ TEST(NotARegularFile, EveryReaderRejectsAFifoWithoutBlocking) {
   EXPECT_HAS(error_without_hang([&] { io::SafetensorsFile::open(fifo); }, fifo), "not a regular file");
   EXPECT_HAS(error_without_hang([&] { io::read_llmc(fifo); }, fifo), "not a regular file");
   EXPECT_HAS(error_without_hang([&] { io::read_npy(fifo); }, fifo), "not a regular file");
-  EXPECT_HAS(error_without_hang([&] { io::read_config_json(fifo); }, fifo), "not a regular file");
+  // A model directory whose config.json is a FIFO.
+  fs::create_directories(d.path / "m");
+  ASSERT_EQ(::mkfifo((d.path / "m" / "config.json").c_str(), 0600), 0);
+  fs::copy_file(kFx + "tiny/model.safetensors", d.path / "m" / "model.safetensors");
+  EXPECT_HAS(error_without_hang([&] { load_lm(d / "m"); }, (d.path / "m" / "config.json").string()), "not a regular file");
 }
 
 TEST(NotARegularFile, TokenizerVocabFifoDoesNotBlock) {
@@ -286,7 +294,7 @@ TEST(Writers, TargetIsADirectoryLeavesNothingBehind) {
   fs::create_directories(d.path / "config.json");
   const float x[2] = {1, 2};
   EXPECT_HAS(error_of([&] { io::write_npy(d / "out.npy", {2}, x); }), d / "out.npy");
-  EXPECT_HAS(error_of([&] { io::write_config_json(d / "config.json", GPT2Config{}); }), d / "config.json");
+  EXPECT_HAS(error_of([&] { io::write_file_atomic(d / "config.json", "{}"); }), d / "config.json");
   auto names = entries(d.path);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"config.json", "out.npy"})) << "a temporary file was left behind";
@@ -303,18 +311,18 @@ TEST(Writers, TokenizerWriteFilesIntoAFileFails) {
 // ---- input that is not a checkpoint at all ----
 
 TEST(Inputs, EmptyTokenListIsAnError) {
-  const GPT2 m = load_model(kFx + "tiny");
-  Activations a;
-  const std::string e = error_of([&] { forward(m, {}, a); }, ErrorKind::Usage);
+  const Model m = load_lm(kFx + "tiny");
+  RunState a;
+  const std::string e = error_of([&] { run(m, {}, a); }, ErrorKind::Usage);
   EXPECT_NE(e, "no error");
   EXPECT_EQ(e.find("not a qkv::Error"), std::string::npos) << e;
 }
 
 TEST(Inputs, NegativeAndPastVocabularyIdsAreErrors) {
-  const GPT2 m = load_model(kFx + "tiny");
-  Activations a;
+  const Model m = load_lm(kFx + "tiny");
+  RunState a;
   for (const std::vector<int>& ids : {std::vector<int>{-1}, std::vector<int>{0, 101}, std::vector<int>{1 << 30}}) {
-    const std::string e = error_of([&] { forward(m, ids, a); }, ErrorKind::Usage);
+    const std::string e = error_of([&] { run(m, ids, a); }, ErrorKind::Usage);
     EXPECT_EQ(e.find("no error"), std::string::npos);
     EXPECT_EQ(e.find("not a qkv::Error"), std::string::npos) << e;
   }

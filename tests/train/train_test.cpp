@@ -7,37 +7,36 @@
 #include <cmath>
 
 #include "qkv/error.hpp"
-#include "qkv/train/train.hpp"
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "qkv/train/train_lm.hpp"
 
 namespace qkv {
 namespace {
 
-GPT2Config small_config(bool attn_only) {
-  GPT2Config c;
-  c.vocab_size = 256;
-  c.n_positions = 64;
-  c.n_embd = 32;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.attn_only = attn_only;
-  return c;
+// A small GPT-2 config.json for the family trainer.
+nlohmann::json small_config(bool attn_only, int d = 32) {
+  return {{"model_type", "gpt2"}, {"vocab_size", 256}, {"n_positions", 64}, {"n_ctx", 64}, {"n_embd", d},
+          {"n_layer", 2},         {"n_head", 4},        {"qkv_attn_only", attn_only}};
 }
 
 TEST(AdamW, OneStepMatchesTheFormulaWithAndWithoutDecay) {
-  GPT2 m(small_config(true));
-  for (size_t i = 0; i < m.params.size(); i++) m.params[i] = 0.5f;
+  LmParams m = init_lm(small_config(true), 0);
+  std::fill(m.params.begin(), m.params.end(), 0.5f);
   TrainSettings s;
   s.weight_decay = 0.1;
-  AdamW opt(m, s);
+  AdamW opt(lm_decay_mask(m.layout), s);
   std::vector<float> g(m.params.size(), 0.25f);
-  opt.step(m, g, 0.01);
+  opt.step(m.params.data(), g, 0.01);
   // First step: m̂ = g, v̂ = g², update = g/(|g| + ε) ≈ 1; decayed params also lose lr·λ·θ.
   const double plain = 0.5 - 0.01 * (0.25 / (0.25 + 1e-8));
   const double decayed = plain - 0.01 * 0.1 * 0.5;
-  EXPECT_NEAR(m.param("h.0.ln_1.weight")[0], plain, 1e-7);           // LayerNorm: no decay
-  EXPECT_NEAR(m.param("h.0.attn.c_attn.bias")[0], plain, 1e-7);      // bias: no decay
-  EXPECT_NEAR(m.param("h.0.attn.c_attn.weight")[0], decayed, 1e-7);  // matrix: decay
-  EXPECT_NEAR(m.param("wte.weight")[0], decayed, 1e-7);
+  EXPECT_NEAR(m.at("h.0.ln_1.weight")[0], plain, 1e-7);           // LayerNorm: no decay
+  EXPECT_NEAR(m.at("h.0.attn.c_attn.bias")[0], plain, 1e-7);      // bias: no decay
+  EXPECT_NEAR(m.at("wpe.weight")[0], plain, 1e-7);                // learned positions: no decay
+  EXPECT_NEAR(m.at("h.0.attn.c_attn.weight")[0], decayed, 1e-7);  // matrix: decay
+  EXPECT_NEAR(m.at("wte.weight")[0], decayed, 1e-7);
   EXPECT_EQ(opt.steps_taken(), 1);
 }
 
@@ -71,15 +70,14 @@ TEST(Train, LossFallsOnALearnableTextWithinSeconds) {
   const std::string text = "the cat sat on the mat. ";
   for (int r = 0; r < 200; r++)
     for (char c : text) tokens.push_back(static_cast<unsigned char>(c));
-  GPT2 m(small_config(false));
-  init_gpt2(m, 1);
+  LmParams m = init_lm(small_config(false), 1);
   TrainSettings s;
   s.steps = 120;
   s.batch = 8;
   s.warmup = 10;
   s.lr = 3e-3;
   s.threads = 2;
-  const auto h = train(m, text_data(tokens, 32), s, 0, nullptr);
+  const auto h = train_lm(m, text_data(tokens, 32), s, 0, nullptr);
   EXPECT_GT(h.front().loss, 5.0);
   EXPECT_LT(h.back().loss, 1.5) << "loss fell only to " << h.back().loss;
 }
@@ -89,17 +87,14 @@ TEST(Train, LossFallsOnALearnableTextWithinSeconds) {
 // reached 4.7 at 400 steps when measured). The full recipe's circuit is checked by BundledModel.* and
 // by tests/train/retrain_bundled.sh.
 TEST(Train, ReducedInductionPresetLossFalls) {
-  GPT2Config c = small_config(true);
-  c.n_embd = 64;
-  GPT2 m(c);
-  init_gpt2(m, 0, true);
+  LmParams m = init_lm(small_config(true, 64), 0, {.sinusoidal_positions = true});
   TrainSettings s;
   s.steps = 500;
   s.batch = 8;
   s.lr = 3e-3;
   s.weight_decay = 0.01;
   s.threads = 1;
-  const auto h = train(m, induction_data(256, 64), s, 0, nullptr);
+  const auto h = train_lm(m, induction_data(256, 64), s, 0, nullptr);
   auto mean = [&](size_t from, size_t to) {
     double sum = 0;
     for (size_t i = from; i < to; i++) sum += h[i].loss;
@@ -112,14 +107,13 @@ TEST(Train, ReducedInductionPresetLossFalls) {
 
 TEST(Train, DeterministicForAFixedSeedAndThreadCount) {
   auto run = [](int threads) {
-    GPT2 m(small_config(true));
-    init_gpt2(m, 7);
+    LmParams m = init_lm(small_config(true), 7);
     TrainSettings s;
     s.steps = 5;
     s.batch = 6;
     s.seed = 3;
     s.threads = threads;
-    train(m, induction_data(256, 32), s, 0, nullptr);
+    train_lm(m, induction_data(256, 32), s, 0, nullptr);
     return m.params;
   };
   EXPECT_EQ(run(2), run(2));

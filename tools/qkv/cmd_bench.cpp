@@ -28,8 +28,8 @@
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/inference.hpp"
-#include "qkv/model.hpp"
+#include "qkv/lm_train.hpp"
+#include "qkv/train/train_lm.hpp"
 #include "qkv/profile.hpp"
 #include "qkv/report/table.hpp"
 #include "qkv/train/train.hpp"
@@ -192,32 +192,30 @@ Result bench_attention(int T, int H, int dh, bool backward, int repeats) {
 }
 
 // ---- forward ----
-GPT2Config gpt2_small() {
-  return GPT2Config{};
-}
-
+// GPT-2 small's shape with GPT-2's random init, made in memory, through run() (what qkv run does).
 Result bench_forward(int T, bool last_only, int repeats, bool prof) {
-  const GPT2Config c = gpt2_small();
-  if (T < 1 || T > c.n_positions) usage_error("bench forward: --T must be in [1, 1024]");
+  const LmParams p = init_lm(default_config("gpt2", "small"), 0);
+  const Model m = lm_view(p);
+  if (T < 1 || T > m.arch.n_ctx) usage_error("bench forward: --T must be in [1, " + std::to_string(m.arch.n_ctx) + "]");
   std::cerr << "forward: GPT-2 small with random weights (124M parameters)...\n";
-  GPT2 m(c);
-  init_gpt2(m, 0);
   const double hwm0 = status_kib("VmHWM:");
   std::vector<int> ids(static_cast<size_t>(T));
   std::mt19937_64 rng(1);
-  for (auto& i : ids) i = int(rng() % uint64_t(c.vocab_size));
-  InferenceState st(c, T, !last_only);
+  for (auto& i : ids) i = int(rng() % uint64_t(m.arch.vocab_size));
+  RunState st;
+  RunOptions o;
+  o.last_only = last_only;
   Result r;
   r.name = last_only ? "forward (last logits)" : "forward";
   r.T = T;
   // With --profile the warm-up's entries are dropped: the breakdown is the mean over the timed runs.
   bool warm = true;
   r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] {
-    forward_fast(m, ids, st, last_only);
+    run(m, ids, st, o);
     if (warm && prof) profile::take();
     warm = false;
   });
-  r.flops = forward_flops(c, T, last_only);
+  r.flops = lm_forward_flops(m.arch, T, last_only);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;  // the weights are resident before hwm0
   r.extra = {{"model", "GPT-2 small shape, random weights"}, {"gemm", gemm_backend()}};
   if (prof) {
@@ -286,13 +284,12 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
 
 // ---- train-step ----
 // The bundled model's shape (2 layers, attention-only, vocab 256, d 64, 4 heads), batch 32 × 128 tokens,
-// through train() (include/qkv/train/train.hpp); one warm-up step, then `steps` timed ones.
+// through train_lm() (include/qkv/train/train_lm.hpp); one warm-up step, then `steps` timed ones.
 Result bench_train_step(int steps) {
-  GPT2Config c;
-  c.vocab_size = 256, c.n_positions = 256, c.n_embd = 64, c.n_layer = 2, c.n_head = 4, c.attn_only = true;
+  const nlohmann::json c = {{"model_type", "gpt2"}, {"vocab_size", 256}, {"n_positions", 256}, {"n_ctx", 256},
+                            {"n_embd", 64},         {"n_layer", 2},      {"n_head", 4},        {"qkv_attn_only", true}};
   const int T = 128, batch = 32;
-  GPT2 m(c);
-  init_gpt2(m, 0);
+  LmParams m = init_lm(c, 0);
   TrainSettings s;
   s.steps = steps + 1;
   s.batch = batch;
@@ -301,7 +298,7 @@ Result bench_train_step(int steps) {
   const double hwm0 = status_kib("VmHWM:");
   std::vector<double> ms;
   double prev = 0;
-  train(m, induction_data(c.vocab_size, T), s, 0, [&](const TrainRecord& rec) {
+  train_lm(m, induction_data(m.arch().vocab_size, T), s, 0, [&](const TrainRecord& rec) {
     const double step_ms = (rec.seconds - prev) * 1e3;
     prev = rec.seconds;
     if (rec.step > 1) ms.push_back(step_ms);
@@ -314,7 +311,7 @@ Result bench_train_step(int steps) {
   r.ms = ms;
   // model FLOPs: forward + backward ≈ 3 × the forward over every sequence of the batch (the training
   // forward is the reference one, which computes the full T × T scores; only the causal half counts here)
-  r.flops = 3.0 * batch * forward_flops(c, T);
+  r.flops = 3.0 * batch * lm_forward_flops(m.arch(), T);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;
   r.extra = {{"batch", batch}, {"model", "2-layer attention-only, vocab 256, d 64, 4 heads"}};
   return r;
@@ -557,7 +554,7 @@ void register_bench(CLI::App& app) {
   }
   {
     auto* c =
-        bench->add_subcommand("forward", "GPT-2-small-shaped forward_fast, random weights made in memory");
+        bench->add_subcommand("forward", "The forward (run(), as qkv run does it) of GPT-2 small's shape with random weights made in memory");
     c->add_option("--T", a->T, "tokens (<= 1024)")->check(CLI::Range(1, 1024));
     c->add_flag("--last-only", a->last_only, "logits of the last position only (what qkv run needs)");
     c->add_option("--repeats", a->repeats, "timed runs (default 5)")->check(CLI::Range(1, 1000));
@@ -570,7 +567,7 @@ void register_bench(CLI::App& app) {
     c->callback([a, use_path] {
       use_path();
       if (!a->arch.empty() || !a->model.empty()) {
-        if (a->profile) usage_error("--profile times GPT-2's forward_fast only; drop it with --arch/--model");
+        if (a->profile) usage_error("--profile times the in-memory GPT-2 small only; drop it with --arch/--model");
         finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, a->last_only, a->repeats ? a->repeats : 3),
                a->peak, a->json);
         return;

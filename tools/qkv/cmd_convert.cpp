@@ -1,7 +1,7 @@
-// qkv convert --to gguf --type T IN OUT — a checkpoint written as llama.cpp's GGUF, fp32, fp16 or
-// quantized, with its tokenizer in the metadata: GPT-2 (any format load_model reads) as llama.cpp's gpt2,
-// and Llama, Mistral, Qwen2, Gemma, Gemma 2, Phi-3 (any format load_lm reads) as llama / qwen2 / gemma /
-// gemma2 / phi3 (include/qkv/io/gguf_family.hpp).
+// qkv convert --to gguf --type T IN OUT — a checkpoint (any format load_lm reads) written as llama.cpp's
+// GGUF, fp32, fp16 or quantized, with its tokenizer in the metadata (or tokenizer.ggml.model = "none"):
+// GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Phi-3 as llama.cpp's gpt2 / llama / qwen2 / gemma / gemma2
+// / phi3 (include/qkv/io/gguf_family.hpp).
 #include <unistd.h>
 
 #include <atomic>
@@ -11,8 +11,8 @@
 
 #include "cli.hpp"
 #include "qkv/error.hpp"
+#include "qkv/family.hpp"
 #include "qkv/io/gguf_family.hpp"
-#include "qkv/io/gguf_gpt2.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/model_files.hpp"
 #include "qkv/report/table.hpp"
@@ -50,38 +50,28 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   std::error_code ec;
   if (fs::exists(in, ec) && fs::exists(out, ec) && fs::equivalent(in, out, ec))
     usage_error(out + ": the output would overwrite the input");
-  // GPT-2 through its own writer (llama.cpp's gpt2); every other family through the family engine.
+  // Every family through the family engine; the tokenizer beside the checkpoint (tokenizer.json, or GPT-2's
+  // vocab.json + merges.txt: gguf_tokenizer_metadata reads whichever is there), or a GGUF input's own (its
+  // metadata rebuilt as a tokenizer.json first).
   const Model lm = load_lm(in);
-  std::optional<Tokenizer> tok;
-  std::vector<GgufTensorChoice> choices;
-  if (lm.arch.model_type == "gpt2") {
-    const GPT2 m = load_model(in);
-    tok = tokenizer_for_model(in);
-    choices = save_gguf_gpt2(m, tok ? &*tok : nullptr, out, *type, fs::path(in).filename().string());
-  } else {
-    // The tokenizer.json beside the checkpoint (a GGUF input carries its tokenizer in the metadata, which
-    // is rebuilt as a tokenizer.json first).
-    std::error_code e2;
-    const fs::path dir = fs::is_directory(in, e2) ? fs::path(in) : fs::path(in).parent_path();
-    std::string tok_dir;
-    std::unique_ptr<ScratchTokenizerDir> scratch;
-    if (in.size() > 5 && in.compare(in.size() - 5, 5, ".gguf") == 0) {
-      const io::GgufFile f = io::GgufFile::open(in);
-      const auto& md = f.metadata();
-      if (md.has("tokenizer.ggml.model") &&
-          (md.get_string("tokenizer.ggml.model") == "llama" ||
-           (md.has("tokenizer.ggml.pre") && md.get_string("tokenizer.ggml.pre") != "gpt-2"))) {
-        scratch = std::make_unique<ScratchTokenizerDir>();
-        gguf_write_hf_tokenizer(f, scratch->path.string());
-        tok_dir = scratch->path.string();
-        tok = Tokenizer::from_dir(tok_dir);
-      }
-    } else if (fs::exists(dir / "tokenizer.json", e2)) {
-      tok_dir = dir.string();
-      tok = Tokenizer::from_dir(tok_dir);
+  std::error_code e2;
+  std::string tok_dir = fs::is_directory(in, e2) ? in : fs::path(in).parent_path().string();
+  if (tok_dir.empty()) tok_dir = ".";
+  std::unique_ptr<ScratchTokenizerDir> scratch;
+  if (in.size() > 5 && in.compare(in.size() - 5, 5, ".gguf") == 0 && !fs::is_directory(in, e2)) {
+    tok_dir.clear();
+    const io::GgufFile f = io::GgufFile::open(in);
+    const io::GgufMetadata& md = f.metadata();
+    if (md.has("tokenizer.ggml.model") && md.get_string("tokenizer.ggml.model") != "none" &&
+        md.get_string("tokenizer.ggml.model") != "no_vocab") {
+      scratch = std::make_unique<ScratchTokenizerDir>();
+      gguf_write_hf_tokenizer(f, scratch->path.string());
+      tok_dir = scratch->path.string();
     }
-    choices = save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string());
   }
+  int tokens = 0;
+  const std::vector<GgufTensorChoice> choices =
+      save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string(), &tokens);
   const auto size = fs::file_size(out, ec);
   std::map<std::string, int> counts;
   for (const auto& c : choices) ++counts[io::ggml_type_name(c.type)];
@@ -93,7 +83,7 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
                 {"output", out},
                 {"type", io::ggml_type_name(*type)},
                 {"bytes", ec ? 0 : size},
-                {"tokenizer", tok ? nlohmann::json(tok->vocab_size()) : nlohmann::json(nullptr)},
+                {"tokenizer", tokens ? nlohmann::json(tokens) : nlohmann::json(nullptr)},
                 {"tensors", t}});
     return;
   }
@@ -106,7 +96,7 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   std::cout << t.str() << "wrote " << out << " (" << (ec ? 0 : size) << " bytes, " << choices.size()
             << " tensors:";
   for (const auto& [n, k] : counts) std::cout << " " << k << " " << n;
-  std::cout << "; tokenizer " << (tok ? std::to_string(tok->vocab_size()) + " tokens" : "none") << ")\n";
+  std::cout << "; tokenizer " << (tokens ? std::to_string(tokens) + " tokens" : "none") << ")\n";
 }
 
 // A metadata value as JSON: 64-bit integers as decimal strings (JavaScript numbers cannot hold them),
@@ -198,10 +188,17 @@ void register_gguf_info(CLI::App& app) {
 
 QKV_COMMAND(27, register_gguf_info);
 
+// The families the family table gives a GGUF architecture: "gpt2, llama, mistral, …".
+std::string gguf_families() {
+  std::string s;
+  for (const Family& f : families())
+    if (!f.gguf_architecture.empty()) s += (s.empty() ? "" : ", ") + f.model_type;
+  return s;
+}
+
 void register_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand("convert",
-                                 "Write a checkpoint (gpt2, llama, mistral, qwen2, gemma, gemma2, phi3) as a "
-                                 "llama.cpp GGUF (f32, f16, q8_0, q4_0, q4_k, q6_k)");
+  auto* cmd = app.add_subcommand("convert", "Write a checkpoint (" + gguf_families() +
+                                                ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();
@@ -210,8 +207,9 @@ void register_convert(CLI::App& app) {
   cmd->add_option("--to", *to, "output format (gguf)");
   cmd->add_option(
       "--type", *type,
-      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (1-D tensors stay f32; "
-      "rows not a whole number of blocks fall back: q4_k→q4_0→f16, q6_k→q8_0→f16)");
+      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (1-D tensors and GPT-2's "
+      "position_embd stay f32, as llama.cpp's converter keeps them; rows not a whole number of blocks fall "
+      "back: q4_k→q4_0→f16, q6_k→q8_0→f16)");
   cmd->add_option("IN", *in, "checkpoint: HF directory, .safetensors, .gguf or llm.c .bin")->required();
   cmd->add_option("OUT", *out, "output .gguf file (written atomically)")->required();
   cmd->add_flag("--json", *json, "JSON output");

@@ -1,5 +1,5 @@
-// qkv info | run | dump — a checkpoint, its tokenizer, its next-token distribution and
-// every activation the model computes. (`qkv tokenize` is in cmd_tokenize.cpp.)
+// qkv info | run — a checkpoint, its tokenizer and its next-token distribution. (`qkv dump`, every
+// activation the model computes, is in cmd_dump.cpp; `qkv tokenize` in cmd_tokenize.cpp.)
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -104,38 +104,6 @@ void run_run(const ModelArgs& a, int top, bool json) {
   std::cout << t.str();
 }
 
-void run_dump(const ModelArgs& a, const std::string& out, const std::string& layers_arg) {
-  const LoadedLM m = load_lm_arg(a);
-  const std::vector<int> ids = input_ids(m, a);
-  std::set<int> layers;
-  if (!layers_arg.empty())
-    for (int l : parse_ints("--layers", layers_arg)) {
-      if (l < 0 || l >= m.model.arch.n_layer)
-        usage_error("--layers: layer " + std::to_string(l) + " is outside [0, " + std::to_string(m.model.arch.n_layer) + ")");
-      layers.insert(l);
-    }
-  // Every hook point of the chosen blocks (and the final norm and logits), copied out of one forward.
-  struct {
-    std::map<std::string, Tensor> acts;
-  } tr;
-  tr.acts = run_with_cache(m.model, ids, [&](const std::string& name) {
-    if (layers.empty() || name.rfind("blocks.", 0) != 0) return true;
-    return layers.count(std::stoi(name.substr(7))) > 0;
-  });
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) data_error(out + ": cannot create the output directory (" + ec.message() + ")");
-  // Each file goes to a temporary name and is renamed into place (io::write_npy), so a failure
-  // leaves no partial file.
-  OutputSet files;
-  std::vector<int32_t> ids32(ids.begin(), ids.end());
-  io::write_npy(files.add((fs::path(out) / "tokens.npy").string()), {int64_t(ids.size())}, ids32.data());
-  for (const auto& [name, t] : tr.acts)
-    io::write_npy(files.add((fs::path(out) / (name + ".npy")).string()), t.shape(), t.data());
-  files.commit();
-  std::cout << "wrote " << tr.acts.size() + 1 << " arrays (" << ids.size() << " tokens) to " << out << "/\n";
-}
-
 }  // namespace
 
 void register_model_commands(CLI::App& app) {
@@ -158,17 +126,6 @@ void register_model_commands(CLI::App& app) {
     cmd->add_option("--top", *top, "how many tokens to show")->check(CLI::Range(1, 1000));
     cmd->add_flag("--json", *json, "JSON output");
     cmd->callback([a, top, json] { run_run(*a, *top, *json); });
-  }
-  {
-    auto* cmd = app.add_subcommand("dump", "Write every traced activation as DIR/<hook name>.npy");
-    auto a = std::make_shared<ModelArgs>();
-    auto out = std::make_shared<std::string>();
-    auto layers = std::make_shared<std::string>();
-    add_model_option(cmd, *a);
-    add_input_options(cmd, *a);
-    cmd->add_option("--out", *out, "output directory")->required();
-    cmd->add_option("--layers", *layers, "only these blocks, e.g. 0,3 (default: all)");
-    cmd->callback([a, out, layers] { run_dump(*a, *out, *layers); });
   }
 }
 

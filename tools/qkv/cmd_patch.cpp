@@ -1,5 +1,6 @@
-// qkv patch — activation patching over every layer × head (× position) of one hook, or path patching
-// from a sender head into a receiver head's q/k/v: a table, --json, and an SVG heatmap.
+// qkv patch — activation patching over every layer × head (× position) of one hook (or, with
+// --attribution, its first-order estimate from one backward), or path patching from a sender head into a
+// receiver head's q/k/v: a table, --json, and an SVG heatmap.
 #include <cmath>
 #include <iostream>
 #include <set>
@@ -7,10 +8,13 @@
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/analysis/head_detector.hpp"
+#include "qkv/analysis/attribution_patching.hpp"
 #include "qkv/analysis/patching.hpp"
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
+#include "qkv/lm_grad.hpp"
 #include "qkv/model_files.hpp"
+#include "qkv/report/patch_json.hpp"
 #include "qkv/report/svg.hpp"
 #include "qkv/report/table.hpp"
 
@@ -50,7 +54,7 @@ struct PatchArgs {
   std::string answer, wrong, loss_positions;
   int position = -1;
   std::string hook, direction = "noising", path, svg;
-  bool per_position = false, json = false;
+  bool per_position = false, json = false, attribution = false;
 };
 
 std::vector<int> ids_of(const LoadedLM& m, const std::string& targ, const std::string& text,
@@ -205,6 +209,7 @@ void run_path(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in, an::
   const std::vector<int>&clean = in.clean, &corrupt = in.corrupt;
   const int T = int(clean.size());
   if (!a.hook.empty()) usage_error("--path: give either --hook (a sweep) or --path (one path)");
+  if (a.attribution) usage_error("--attribution: estimates a --hook sweep's sites; path patching (--path) has none");
   // SENDER:RECEIVER:q|k|v with heads as L.H
   an::PathSpec s;
   auto bad = [&] {
@@ -270,7 +275,13 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
   o.per_position = a.per_position;
   o.direction = dir;
   o.metric = metric;
-  const an::SweepResult r = an::patch_sweep(m.model, clean, corrupt, o);
+  an::AttributionResult att;
+  an::SweepResult act;
+  if (a.attribution)
+    att = an::attribution_sweep(m.model, grad_params(m.model), clean, corrupt, o);
+  else
+    act = an::patch_sweep(m.model, clean, corrupt, o);
+  const an::SweepResult& r = a.attribution ? att : act;
   // The grid: one row per layer (or layer.head with --per-position), one column per head (or position).
   const bool heads = r.heads > 0;
   std::vector<std::string> rows, cols;
@@ -294,7 +305,8 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
     h.set_values(grid);
     h.row_labels = rows;
     h.col_labels = svg_cols;
-    h.title = "qkv patch " + a.hook + " (" + an::direction_name(dir) + "): " + metric.describe();
+    h.title = "qkv patch " + a.hook + (a.attribution ? " --attribution" : "") + " (" + an::direction_name(dir) +
+              "): " + metric.describe();
     h.row_title = a.per_position && heads ? "layer.head" : "layer";
     h.col_title = a.per_position ? "position" : heads ? "head" : "";
     h.value_label = "normalised metric (0 corrupt, 1 clean)";
@@ -303,33 +315,13 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
     io::write_file_atomic(a.svg, report::heatmap_svg(h));
   }
   if (a.json) {
-    nlohmann::json sites = nlohmann::json::array();
-    for (size_t i = 0; i < r.sites.size(); i++) {
-      const auto& s = r.sites[i];
-      sites.push_back({{"layer", s.layer},
-                       {"head", s.head < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.head)},
-                       {"pos", s.pos < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.pos)},
-                       {"metric", r.metric[i]},
-                       {"normalised", std::isfinite(r.normalised[i]) ? nlohmann::json(r.normalised[i])
-                                                                     : nlohmann::json(nullptr)}});
-    }
-    print_json({{"hook", r.hook},
-                {"kind", r.kind},
-                {"direction", an::direction_name(dir)},
-                {"metric", metric.describe()},
-                {"inputs", inputs},
-                {"clean", r.clean},
-                {"corrupt", r.corrupt},
-                {"tokens_run", r.T_run},
-                {"last_row_only", r.last_only},
-                {"forwards", r.forwards},
-                {"sites_skipped", r.sites_skipped},
-                {"seconds", r.seconds},
-                {"sites", sites},
-                {"svg", a.svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.svg)}});
+    print_json(a.attribution ? report::attribution_sweep_json(att, metric, inputs, a.svg)
+                             : report::patch_sweep_json(act, metric, inputs, a.svg));
     return;
   }
-  std::cout << "activation patching of " << a.hook << " (" << an::direction_name(dir) << ": "
+  std::cout << (a.attribution ? "attribution patching (first-order estimates from one backward) of "
+                               : "activation patching of ")
+            << a.hook << " (" << an::direction_name(dir) << ": "
             << (dir == an::PatchDirection::Noising ? "clean run, corrupt activation patched in"
                                                    : "corrupt run, clean activation patched in")
             << ") on " << T << " tokens\nmetric " << metric.describe() << ": clean " << fmt(r.clean, 4)
@@ -348,7 +340,9 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
     t.add(cells);
   }
   std::cout << t.str() << "\n"
-            << r.sites.size() << " sites, " << r.forwards << " forwards (2 unpatched + 1 per site"
+            << r.sites.size() << " sites, " << r.forwards
+            << (a.attribution ? " forwards and 1 backward (estimate = (source − base activation) · gradient"
+                              : " forwards (2 unpatched + 1 per site")
             << (r.sites_skipped ? ", " + std::to_string(r.sites_skipped) +
                                       " sites after the metric's last position need none"
                                 : "")
@@ -371,8 +365,8 @@ void run_patch(const PatchArgs& a) {
 void register_patch(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("patch",
-                         "Activation patching (every layer × head × position of a hook) and path patching, "
-                         "normalised 0 = corrupt, 1 = clean");
+                         "Activation patching (every layer × head × position of a hook; --attribution: estimated "
+                         "from one backward) and path patching, normalised 0 = corrupt, 1 = clean");
   auto a = std::make_shared<PatchArgs>();
   add_model_option(cmd, a->m);
   cmd->add_option("--clean", a->clean, "clean input text");
@@ -398,6 +392,10 @@ void register_patch(CLI::App& app) {
                   "hook to sweep: attn.hook_q|k|v|z|pattern|attn_scores|result, hook_resid_pre|mid|post, "
                   "hook_attn_out, hook_mlp_out (every layer) or blocks.L.… (one layer)");
   cmd->add_flag("--per-position", a->per_position, "one site per position too");
+  cmd->add_flag("--attribution", a->attribution,
+                "attribution patching: every site estimated to first order, (source − base activation) · "
+                "∂metric/∂activation, from one backward instead of one forward per site (--json: each site's "
+                "\"estimate\")");
   cmd->add_option("--direction", a->direction,
                   "noising (clean run, corrupt activation in; default) or denoising");
   cmd->add_option("--path", a->path,

@@ -108,6 +108,10 @@ SweepResult patch_sweep(const Model& model, const std::vector<int>& clean, const
 // hook argument means (all, or the one it names). "attn.hook_result" maps to hook_z.
 std::string hook_at_layer(const std::string& hook, int layer);
 std::vector<int> hook_layers(const Model& model, const std::string& hook);
+// How a full hook name's activation is laid out — "heads" ([T, heads, dh]), "pattern" ([H, T, T]) or
+// "rows" ([T, d]) — and how many heads its sites have (n_kv for k/v, H for q/z/pattern, 0 for rows).
+std::string hook_kind(const std::string& name);
+int hook_heads(const Arch& arch, const std::string& name);
 
 // ---- path patching -------------------------------------------------------------------------------------
 

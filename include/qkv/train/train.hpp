@@ -1,5 +1,5 @@
-// Training a GPT-2 in C++: AdamW, warm-up then cosine learning rate, gradient clipping, data
-// sources, and the loop. Deterministic for a given seed and thread count.
+// Training in C++, for every family (the loop: train_lm.hpp): AdamW, warm-up then cosine learning rate,
+// gradient clipping, data sources, the evaluation records. Deterministic for a given seed and thread count.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "qkv/analysis/head_detector.hpp"
-#include "qkv/model.hpp"
 
 namespace qkv {
 
@@ -18,7 +17,7 @@ struct TrainSettings {
   double lr = 1e-3;          // peak learning rate
   double min_lr_ratio = 0.1; // cosine decays to lr · min_lr_ratio
   int warmup = 100;          // linear warm-up steps
-  double weight_decay = 0.1; // decoupled, on ParamSpec::decay parameters only
+  double weight_decay = 0.1; // decoupled, on lm_decay_mask's parameters only
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   double clip = 1.0;         // global gradient-norm clip (0 = off)
   uint64_t seed = 0;
@@ -61,13 +60,11 @@ DataSource induction_data(int vocab, int seq_len, InductionMix mix = {});       
 // Random windows of seq_len + 1 tokens from a tokenized corpus.
 DataSource text_data(std::vector<int> tokens, int seq_len);
 
-// AdamW over the model's parameter table: m, v moments, bias correction, decoupled weight decay.
+// AdamW over a flat buffer of decay.size() parameters (1 = decayed; lm_decay_mask): m, v moments, bias
+// correction, decoupled weight decay.
 class AdamW {
  public:
-  AdamW(const GPT2& model, const TrainSettings& s);
-  // Over any flat buffer of decay.size() parameters (1 = decayed), e.g. a family model's (lm_train.hpp).
   AdamW(std::vector<uint8_t> decay, const TrainSettings& s);
-  void step(GPT2& model, const std::vector<float>& grads, double lr);
   void step(float* params, const std::vector<float>& grads, double lr);
   int64_t steps_taken() const { return t_; }
 
@@ -89,7 +86,6 @@ struct InContextLoss {
   double first_half = 0, repeated_half = 0;
   double in_context() const { return repeated_half - first_half; }
 };
-InContextLoss in_context_loss(const GPT2& model, int n, int sequences, uint64_t seed);
 
 // The circuit as it forms: the best previous-token score in the first layer and the best induction
 // score in any later layer (TransformerLens's detector, on the same repeated random sequences).
@@ -97,10 +93,9 @@ struct HeadWatch {
   double previous_token = 0, induction = 0;
   double induction_shifted = 0;  // best (2 − n) diagonal in a later layer: copying one token further on
   int previous_token_head = -1, induction_layer = -1, induction_head = -1;
-  // The bests among a head scan's scores (any model's: GPT-2's scan_heads, a family's lm_scan_heads).
+  // The bests among a head scan's scores (scan_heads' or lm_scan_heads').
   static HeadWatch of(const std::vector<analysis::HeadScores>& heads);
 };
-HeadWatch watch_heads(const GPT2& model, int n, int sequences, uint64_t seed);
 
 struct TrainRecord {
   int step = 0;
@@ -109,10 +104,5 @@ struct TrainRecord {
   InContextLoss eval;
   HeadWatch heads;  // set with eval
 };
-
-// The loop: for each step, `batch` samples (threads over samples, per-thread gradient buffers
-// summed in a fixed order), mean loss, clip, AdamW. `on_step` sees every record (progress, CSV).
-std::vector<TrainRecord> train(GPT2& model, const DataSource& data, const TrainSettings& s, int eval_n,
-                               const std::function<void(const TrainRecord&)>& on_step);
 
 }  // namespace qkv

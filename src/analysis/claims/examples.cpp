@@ -2,6 +2,7 @@
 // "the cat climbed the" (seed 004, model-independent), and seed 001's "about 4d² parameters", read from this
 // model's own tensor table against the shape table's prediction.
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "analysis/claims/claim.hpp"
 #include "analysis/claims/context.hpp"

@@ -2,6 +2,7 @@
 // windows, and the Llama-style core (reader, tensors, default config) that six families build on.
 #pragma once
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "qkv/family.hpp"
 

@@ -79,7 +79,8 @@ nlohmann::json default_config(bool tiny) {
 }  // namespace
 
 Family gpt2() {
-  return {"gpt2", "GPT-2", "GPT2LMHeadModel", "gpt2", "transformer.", read, tensors, default_config};
+  return {"gpt2", "GPT-2", "GPT2LMHeadModel", "gpt2", "transformer.", read, tensors, default_config,
+          InitDraw::per_tensor_double};
 }
 
 }  // namespace qkv::family_rows

@@ -1,0 +1,79 @@
+// Gradients with respect to activations for Python (qkv.Model.run_with_cache(incl_bwd=True)): the metric
+// from its Python description, one training forward and backward (include/qkv/lm_grad.hpp) with the GIL
+// released, each gradient moved into the array that owns it.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "py_model.hpp"
+
+namespace qkv_py {
+namespace {
+
+// A metric from Python: ("logit_diff", answer, wrong, position), ("loss", positions or None) or
+// ("callable", f) with f(logits float32 [T, V]) -> (value, dvalue/dlogits [T, V]).
+qkv::LogitMetric metric_of(const py::tuple& spec, const std::vector<int>& ids) {
+  const std::string kind = spec[0].cast<std::string>();
+  if (kind == "logit_diff")
+    return qkv::logit_diff_metric(spec[1].cast<int>(), spec[2].cast<int>(), spec[3].cast<int>());
+  if (kind == "loss")
+    return qkv::next_token_loss_metric(ids, spec[1].is_none() ? std::vector<int>{} : spec[1].cast<std::vector<int>>());
+  if (kind != "callable") qkv::usage_error("metric: unknown kind '" + kind + "'");
+  py::object fn = spec[1];
+  qkv::LogitMetric m;
+  m.description = "a Python metric";
+  m.fn = [fn](const std::vector<float>& logits, int T, int V, std::vector<float>& dl) {
+    py::gil_scoped_acquire gil;
+    py::array_t<float> arr({T, V});
+    std::copy(logits.begin(), logits.end(), arr.mutable_data());
+    py::object r = fn(arr);
+    if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
+      qkv::usage_error("metric: a callable metric returns (value, dvalue_dlogits), got " +
+                       std::string(py::str(r.get_type().attr("__name__"))));
+    const double value = py::cast<double>(r.cast<py::tuple>()[0]);
+    auto g = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r.cast<py::tuple>()[1]);
+    if (!g) throw py::error_already_set();
+    if (g.ndim() != 2 || g.shape(0) != T || g.shape(1) != V)
+      qkv::usage_error("metric: dvalue_dlogits has shape " +
+                       qkv::shape_string(std::vector<int64_t>(g.shape(), g.shape() + g.ndim())) + ", expected [" +
+                       std::to_string(T) + ", " + std::to_string(V) + "]");
+    std::copy_n(g.data(), size_t(T) * V, dl.data());
+    return value;
+  };
+  return m;
+}
+
+// (value, logits of the training forward, {hook name: gradient}) for the hooks in `names` (None: all).
+py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
+                const py::tuple& spec, const std::optional<std::vector<std::string>>& names) {
+  const std::vector<int> ids = ids_from(tokens);
+  std::set<std::string> keep;
+  if (names)
+    for (const auto& n : *names) {
+      if (n != "logits" && !m->hook_set.count(n))
+        qkv::usage_error("names: '" + n + "' is not a hook point of this model (model.hook_names lists them)");
+      keep.insert(n);
+    }
+  const qkv::LogitMetric metric = metric_of(spec, ids);
+  qkv::GradRun r;
+  {
+    py::gil_scoped_release nogil;
+    std::function<bool(const std::string&)> pred;
+    if (names) pred = [&](const std::string& n) { return keep.count(n) > 0; };
+    r = qkv::run_with_grads(m->grad_params(), ids, metric, pred);
+  }
+  py::dict out;
+  for (auto& [name, t] : r.grads) out[py::str(name)] = adopt(std::move(t));
+  qkv::Tensor logits({int64_t(ids.size()), int64_t(m->lm.arch.vocab_size)});
+  std::copy(r.logits.begin(), r.logits.end(), logits.data());
+  return py::make_tuple(r.value, adopt(std::move(logits)), out);
+}
+
+}  // namespace
+
+void bind_grad(py::module_& mod) {
+  mod.def("grads", &grads, py::arg("model"), py::arg("tokens"), py::arg("metric"), py::arg("names") = py::none(),
+          "(value, logits, {hook: ∂metric/∂activation}) from one training forward and backward (see "
+          "qkv.Model.run_with_cache's incl_bwd).");
+}
+
+}  // namespace qkv_py

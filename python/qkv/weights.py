@@ -1,0 +1,144 @@
+"""The weights by TransformerLens's names, `model.cfg`, and the QK / OV circuits of a head.
+
+Which arrays are views (no copy) and which are copies:
+  * every array is read-only (`.copy()` to edit one); the model stays alive while an array views it;
+  * a tensor the checkpoint stores as F32 (safetensors, llm.c .bin, an F32 GGUF) is viewed where it lies:
+    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O of one layer, W_E, W_pos and W_U are strided windows over the
+    stored tensor whatever the layout (GPT-2's c_attn thirds and Conv1D [in, out], NeoX's per-head
+    interleave, Phi-3's stacked rows, separate q/k/v_proj);
+  * the [n_layers, …] stacks are views when the layers lie one constant distance apart in memory (qkv's
+    own files, any 2-layer model), else copies;
+  * F16, BF16 and quantized GGUF tensors (Q8_0, Q4_0, Q4_K, Q6_K) are dequantized into float32 copies;
+  * biases the model does not have (b_Q of Llama, b_U everywhere) are zeros, as in TransformerLens.
+"""
+
+import numpy as _np
+
+from . import _qkv
+from .factored import FactoredMatrix
+
+_ACT_FN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "swiglu": "silu", "geglu": "gelu_pytorch_tanh", "none": None}
+_NORM = {"layernorm": "LN", "rmsnorm": "RMS", "rmsnorm_plus_one": "RMS"}
+
+
+class Config(dict):
+    """The architecture as a dict whose keys also read as attributes (`cfg.n_heads`, `cfg["n_heads"]`).
+
+    qkv's own keys (model_type, d, n_layer, H, n_kv, head_dim, d_ff, norm, positions, …) and
+    TransformerLens's: n_layers, n_heads, d_model, d_head, n_key_value_heads (an int for every model,
+    = n_heads without grouped-query attention; TransformerLens leaves it None then), d_vocab, n_ctx,
+    d_mlp (None when attention-only), act_fn (gelu_new, gelu, silu, gelu_pytorch_tanh), gated_mlp,
+    normalization_type (LN or RMS; Gemma's RMS scales by 1 + w), positional_embedding_type (standard
+    or rotary), rotary_dim (None with learned positions), rotary_base, eps, attn_only,
+    parallel_attn_mlp. qkv's attn_scale is the multiplier of q·k (TransformerLens's is its inverse)."""
+
+    def __getattr__(self, name):
+        """cfg.key is cfg["key"]."""
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError("cfg has no key %r" % name) from None
+
+
+def _config(arch):
+    """Config from qkv's architecture dict (Arch::to_json) plus TransformerLens's names."""
+    c = Config(arch)
+    rotary = arch["positions"] == "rotary"
+    attn_only = arch["mlp"] == "none"
+    c.update(n_layers=arch["n_layer"], n_heads=arch["H"], d_model=arch["d"], d_head=arch["head_dim"],
+             n_key_value_heads=arch["n_kv"], d_vocab=arch["vocab_size"], n_ctx=arch["n_ctx"],
+             d_mlp=None if attn_only else arch["d_ff"], act_fn=_ACT_FN[arch["mlp"]],
+             gated_mlp=arch["mlp"] in ("swiglu", "geglu"), normalization_type=_NORM[arch["norm"]],
+             positional_embedding_type="rotary" if rotary else "standard",
+             rotary_dim=arch.get("rotary_dim") if rotary else None,
+             rotary_base=arch.get("rope_theta") if rotary else None, eps=arch["norm_eps"],
+             attn_only=attn_only, parallel_attn_mlp=arch["parallel_residual"])
+    return c
+
+
+def _read_only(a):
+    """a, not writeable (views already are; copies are made so, so that a cached copy stays true)."""
+    a.flags.writeable = False
+    return a
+
+
+def _weight_property(kind, doc):
+    """A property reading weight `kind` once (views and copies alike are cached; all read-only)."""
+
+    def get(self):
+        cache = self.__dict__.setdefault("_weights", {})
+        if kind not in cache:
+            cache[kind] = _read_only(_qkv.weight(self._m, kind))
+        return cache[kind]
+
+    get.__doc__ = doc
+    return property(get)
+
+
+class WeightsMixin:
+    """qkv.Model's weights (see this module's docstring for views and copies)."""
+
+    W_Q = _weight_property("W_Q", "float32 [n_layers, n_heads, d_model, d_head]: q = u @ W_Q[l, h] + b_Q[l, h].")
+    W_K = _weight_property("W_K", "float32 [n_layers, n_key_value_heads, d_model, d_head] (one per key/value head).")
+    W_V = _weight_property("W_V", "float32 [n_layers, n_key_value_heads, d_model, d_head] (one per key/value head).")
+    W_O = _weight_property("W_O", "float32 [n_layers, n_heads, d_head, d_model]: attn_out = Σ_h z[:, h] @ W_O[l, h] + b_O[l].")
+    b_Q = _weight_property("b_Q", "float32 [n_layers, n_heads, d_head] (zeros when the model has no Q bias).")
+    b_K = _weight_property("b_K", "float32 [n_layers, n_key_value_heads, d_head] (zeros without a K bias).")
+    b_V = _weight_property("b_V", "float32 [n_layers, n_key_value_heads, d_head] (zeros without a V bias).")
+    b_O = _weight_property("b_O", "float32 [n_layers, d_model] (zeros without an output bias).")
+    W_E = _weight_property("W_E", "float32 [d_vocab, d_model], the token embedding as stored (Gemma's forward scales it by √d_model).")
+    W_pos = _weight_property("W_pos", "float32 [n_ctx, d_model], learned positions (qkv.Error on a rotary model).")
+    W_U = _weight_property("W_U", "float32 [d_model, d_vocab]: logits = ln_final @ W_U + b_U (W_Eᵀ when tied).")
+    b_U = _weight_property("b_U", "float32 [d_vocab] zeros (no family qkv runs has an unembedding bias).")
+
+    @property
+    def cfg(self):
+        """The architecture with TransformerLens's names beside qkv's own (see qkv.weights.Config)."""
+        return _config(self._m.config)
+
+    def state_dict(self):
+        """Every tensor by the checkpoint's own name, as stored (F32: read-only views; others dequantized)."""
+        return {n: _read_only(a) for n, a in _qkv.state_dict(self._m).items()}
+
+    def weight_dtypes(self):
+        """Every tensor's stored dtype by name ("F32", "BF16", "Q4_K", …): which W_* are views."""
+        return dict(_qkv.weight_dtypes(self._m))
+
+    def _head(self, layer, head):
+        """(layer, head, its key/value head) checked against the model."""
+        c = self._m.config
+        layer, head = int(layer), int(head)
+        if not 0 <= layer < c["n_layer"]:
+            from . import _usage
+            raise _usage("layer %d is outside [0, %d)" % (layer, c["n_layer"]))
+        if not 0 <= head < c["H"]:
+            from . import _usage
+            raise _usage("head %d is outside [0, %d)" % (head, c["H"]))
+        return layer, head, head // (c["H"] // c["n_kv"])
+
+    def QK(self, layer, head, offset=0):
+        """The QK circuit of a head, W_Q · W_Kᵀ [d_model, d_model], as a FactoredMatrix (A = W_Q [d_model,
+        d_head], B = W_Kᵀ of its key/value head): the score of query u_i and key u_j is u_i · QK · u_jᵀ
+        times the attention scale, biases left out (as TransformerLens's QK).
+
+        Rotary models: the circuit at a query–key distance `offset` = i − j ≥ 0, W_Q · R(offset) · W_Kᵀ with
+        R the model's own rotation (rows of W_Q rotated to position `offset`); offset 0 is the unrotated
+        W_Q · W_Kᵀ. Learned positions: the offset does not enter."""
+        layer, head, g = self._head(layer, head)
+        Wq = self._m_weight("W_Q", layer)[head]
+        if self._m.config["positions"] == "rotary" and int(offset) != 0:
+            Wq = _qkv.rotate(self._m, _np.ascontiguousarray(Wq), int(offset))
+        elif int(offset) < 0:
+            from . import _usage
+            raise _usage("offset %d: a query–key distance is >= 0" % int(offset))
+        return FactoredMatrix(Wq, self._m_weight("W_K", layer)[g].T)
+
+    def OV(self, layer, head):
+        """The OV circuit of a head, W_V · W_O [d_model, d_model], as a FactoredMatrix (A = W_V of its
+        key/value head [d_model, d_head], B = W_O [d_head, d_model]): what attending to a position writes."""
+        layer, head, g = self._head(layer, head)
+        return FactoredMatrix(self._m_weight("W_V", layer)[g], self._m_weight("W_O", layer)[head])
+
+    def _m_weight(self, kind, layer):
+        """One layer's weight (a view where the stacked one would be a copy)."""
+        return _read_only(_qkv.weight(self._m, kind, int(layer)))
