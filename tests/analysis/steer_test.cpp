@@ -8,9 +8,11 @@
 #include <cmath>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
+#include "qkv/arch.hpp"
 
 namespace fs = std::filesystem;
 

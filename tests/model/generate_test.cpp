@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
+#include "qkv/arch.hpp"
 
 namespace fs = std::filesystem;
 
