@@ -58,7 +58,7 @@ stage "packages to build"
 
 mkdir -p "$build/test-logs"
 logs=$(cd "$build/test-logs" && pwd)
-rm -f "$logs"/*.rc "$logs"/*.log "$logs"/*.time
+rm -f "$logs"/*.rc "$logs"/*.rc.tmp "$logs"/*.log "$logs"/*.time
 # bg_step NAME CMD...: runs CMD with its output in $logs/NAME.log, then writes its exit status to
 # $logs/NAME.rc and its start and end (seconds since the epoch) to $logs/NAME.time.
 bg_step() {
@@ -67,7 +67,7 @@ bg_step() {
   start=$(date +%s)
   "$@" >"$logs/$name.log" 2>&1 || rc=$?
   echo "$start $(date +%s)" >"$logs/$name.time"
-  echo $rc >"$logs/$name.rc"
+  echo $rc >"$logs/$name.rc.tmp" && mv "$logs/$name.rc.tmp" "$logs/$name.rc"  # whole, for collect's poll
   return $rc
 }
 san_build() {
