@@ -15,6 +15,24 @@
 
 namespace py = pybind11;
 
+void call_python_hooks(const std::vector<py::object>& fns, const py::object& act, float* buf, const std::string& name,
+                       const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t x : shape) numel *= x;
+  const py::str pyname(name);
+  for (const py::object& fn : fns) {
+    py::object r = fn(act, pyname);
+    if (r.is_none() || r.is(act)) continue;
+    auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
+    if (!rep) throw py::error_already_set();
+    std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
+    if (got != shape)
+      qkv::usage_error("fwd_hooks: the hook for '" + name + "' returned shape " + qkv::shape_string(got) +
+                       ", expected " + qkv::shape_string(shape));
+    std::memmove(buf, rep.data(), size_t(numel) * sizeof(float));
+  }
+}
+
 namespace {
 
 using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
@@ -50,18 +68,7 @@ qkv::Hooks python_hooks(const std::map<std::string, std::vector<py::object>>& by
     py::array_t<float> act(std::vector<py::ssize_t>(v.shape.begin(), v.shape.end()));
     float* buf = act.mutable_data();
     std::memcpy(buf, v.data, size_t(v.numel()) * sizeof(float));
-    py::str name(n);
-    for (const py::object& fn : by_name.at(n)) {
-      py::object r = fn(act, name);
-      if (r.is_none() || r.is(act)) continue;
-      auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
-      if (!rep) throw py::error_already_set();
-      std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
-      if (got != v.shape)
-        qkv::usage_error("fwd_hooks: the hook for '" + n + "' returned shape " + qkv::shape_string(got) +
-                         ", expected " + qkv::shape_string(v.shape));
-      std::memmove(buf, rep.data(), size_t(v.numel()) * sizeof(float));
-    }
+    call_python_hooks(by_name.at(n), act, buf, n, v.shape);
     std::memcpy(v.data, buf, size_t(v.numel()) * sizeof(float));
   };
   return h;

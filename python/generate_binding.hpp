@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "qkv/lm.hpp"
 #include "qkv/tokenizer.hpp"
@@ -17,3 +18,9 @@ struct ModelRef {
 };
 
 void bind_generate(pybind11::module_& mod, std::function<ModelRef(pybind11::handle)> model_of);
+
+// Calls each of `fns` as fn(act, name) on the activation `act` (float32, `numel` values at `buf`, shaped
+// `shape`): a hook that returns another array replaces the activation in place — the same shape, else
+// qkv.Error naming the hook (run_with_hooks and generate's fwd_hooks).
+void call_python_hooks(const std::vector<pybind11::object>& fns, const pybind11::object& act, float* buf,
+                       const std::string& name, const std::vector<int64_t>& shape);
