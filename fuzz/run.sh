@@ -15,7 +15,10 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DQKV_SANITIZE=ON -DQKV_FUZZ=ON >/dev/null
 fi
-cmake --build "$build" --target fuzz -j "$(nproc)"
+# The cores, counted without OMP_NUM_THREADS (GNU nproc honours it, and it is set to 1 below and by
+# scripts/test.sh: the fuzzers used to run one at a time).
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+cmake --build "$build" --target fuzz -j "$cores"
 targets=${QKV_FUZZ_TARGETS:-$(ls fuzz/targets/*.cpp | xargs -n1 basename | sed 's/\.cpp$//')}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -46,6 +49,6 @@ export -f run_one
 
 start=$(date +%s)
 status=0
-printf '%s\n' $targets | xargs -P "$(nproc)" -I{} bash -c 'run_one "$@"' _ {} "$build" "$seconds" || status=1
+printf '%s\n' $targets | xargs -P "$cores" -I{} bash -c 'run_one "$@"' _ {} "$build" "$seconds" || status=1
 echo "qkv fuzz: $(echo $targets | wc -w) targets, ${seconds}s each, $(( $(date +%s) - start ))s wall"
 exit $status

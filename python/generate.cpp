@@ -1,5 +1,7 @@
 // Generation and steering vectors for Python (qkv/__init__.py's Model.generate and qkv.steering_vector):
 // the engine's generate() with Python hooks called at every step, the GIL released while it computes.
+#include "qkv/generate.hpp"
+
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -10,9 +12,26 @@
 #include "generate_binding.hpp"
 #include "qkv/analysis/steer.hpp"
 #include "qkv/error.hpp"
-#include "qkv/generate.hpp"
 
 namespace py = pybind11;
+
+void call_python_hooks(const std::vector<py::object>& fns, const py::object& act, float* buf, const std::string& name,
+                       const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t x : shape) numel *= x;
+  const py::str pyname(name);
+  for (const py::object& fn : fns) {
+    py::object r = fn(act, pyname);
+    if (r.is_none() || r.is(act)) continue;
+    auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
+    if (!rep) throw py::error_already_set();
+    std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
+    if (got != shape)
+      qkv::usage_error("fwd_hooks: the hook for '" + name + "' returned shape " + qkv::shape_string(got) +
+                       ", expected " + qkv::shape_string(shape));
+    std::memmove(buf, rep.data(), size_t(numel) * sizeof(float));
+  }
+}
 
 namespace {
 
@@ -49,33 +68,24 @@ qkv::Hooks python_hooks(const std::map<std::string, std::vector<py::object>>& by
     py::array_t<float> act(std::vector<py::ssize_t>(v.shape.begin(), v.shape.end()));
     float* buf = act.mutable_data();
     std::memcpy(buf, v.data, size_t(v.numel()) * sizeof(float));
-    py::str name(n);
-    for (const py::object& fn : by_name.at(n)) {
-      py::object r = fn(act, name);
-      if (r.is_none() || r.is(act)) continue;
-      auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
-      if (!rep) throw py::error_already_set();
-      std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
-      if (got != v.shape)
-        qkv::usage_error("fwd_hooks: the hook for '" + n + "' returned shape " + qkv::shape_string(got) + ", expected " +
-                         qkv::shape_string(v.shape));
-      std::memmove(buf, rep.data(), size_t(v.numel()) * sizeof(float));
-    }
+    call_python_hooks(by_name.at(n), act, buf, n, v.shape);
     std::memcpy(v.data, buf, size_t(v.numel()) * sizeof(float));
   };
   return h;
 }
 
-py::dict generate_py(const ModelRef& m, const IdArray& tokens, int max_new_tokens, double temperature, int top_k,
-                     double top_p, uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
-                     const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
-                                                  double>>& steer,
-                     bool stop_at_eos) {
+py::dict generate_py(
+    const ModelRef& m, const IdArray& tokens, int max_new_tokens, double temperature, int top_k, double top_p,
+    uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
+    const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
+                                 double>>& steer,
+    bool stop_at_eos) {
   const std::vector<int> prompt = ids_of(tokens, "tokens");
   std::map<std::string, std::vector<py::object>> by_name;
   for (const auto& [n, fn] : hooks) {
     if (!m.hooks->count(n))
-      qkv::usage_error("fwd_hooks: '" + n + "' is not a hook point of this model (model.hook_names lists them)");
+      qkv::usage_error("fwd_hooks: '" + n +
+                       "' is not a hook point of this model (model.hook_names lists them)");
     if (!PyCallable_Check(fn.ptr())) qkv::usage_error("fwd_hooks: the hook for '" + n + "' is not callable");
     by_name[n].push_back(fn);
   }
@@ -101,7 +111,8 @@ py::dict generate_py(const ModelRef& m, const IdArray& tokens, int max_new_token
     std::vector<int> all = prompt;
     all.insert(all.end(), shown.begin(), shown.end());
     const std::string base = m.tok->decode(prompt), full = m.tok->decode(all);
-    out["text"] = lenient(full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : m.tok->decode(shown));
+    out["text"] =
+        lenient(full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : m.tok->decode(shown));
   } else {
     out["text"] = py::none();
   }
@@ -113,12 +124,15 @@ py::dict generate_py(const ModelRef& m, const IdArray& tokens, int max_new_token
   return out;
 }
 
-// One side's texts: a str is tokenized (a BOS the tokenizer adds is left out of the mean), ids are used whole.
-std::vector<qkv::analysis::SteerText> steer_texts(const ModelRef& m, const py::list& items, const char* side) {
+// One side's texts: a str is tokenized (a BOS the tokenizer adds is left out of the mean), ids are used
+// whole.
+std::vector<qkv::analysis::SteerText> steer_texts(const ModelRef& m, const py::list& items,
+                                                  const char* side) {
   std::vector<qkv::analysis::SteerText> out;
   for (const py::handle& it : items) {
     if (py::isinstance<py::str>(it)) {
-      if (!m.tok) qkv::usage_error(std::string(side) + ": the model has no tokenizer; give token ids instead of text");
+      if (!m.tok)
+        qkv::usage_error(std::string(side) + ": the model has no tokenizer; give token ids instead of text");
       qkv::analysis::SteerText t{m.tok->encode(it.cast<std::string>()), 0};
       if (t.ids.empty()) qkv::usage_error(std::string(side) + ": a text is empty after tokenization");
       t.from = m.tok->adds_bos() && t.ids[0] == m.tok->bos_id() ? 1 : 0;
@@ -135,20 +149,23 @@ std::vector<qkv::analysis::SteerText> steer_texts(const ModelRef& m, const py::l
 void bind_generate(py::module_& mod, std::function<ModelRef(py::handle)> model_of) {
   mod.def(
       "generate",
-      [model_of](py::handle model, const IdArray& tokens, int max_new_tokens, double temperature, int top_k, double top_p,
-                 uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
-                 const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
-                                              double>>& steer,
-                 bool stop_at_eos) {
-        return generate_py(model_of(model), tokens, max_new_tokens, temperature, top_k, top_p, seed, hooks, steer,
-                           stop_at_eos);
+      [model_of](
+          py::handle model, const IdArray& tokens, int max_new_tokens, double temperature, int top_k,
+          double top_p, uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
+          const std::vector<std::tuple<
+              std::string, py::array_t<float, py::array::c_style | py::array::forcecast>, double>>& steer,
+          bool stop_at_eos) {
+        return generate_py(model_of(model), tokens, max_new_tokens, temperature, top_k, top_p, seed, hooks,
+                           steer, stop_at_eos);
       },
-      py::arg("model"), py::arg("tokens"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"),
-      py::arg("top_p"), py::arg("seed"), py::arg("hooks"), py::arg("steer"), py::arg("stop_at_eos"),
+      py::arg("model"), py::arg("tokens"), py::arg("max_new_tokens"), py::arg("temperature"),
+      py::arg("top_k"), py::arg("top_p"), py::arg("seed"), py::arg("hooks"), py::arg("steer"),
+      py::arg("stop_at_eos"),
       "generate() of the engine (see qkv.Model.generate): a dict like `qkv generate --json`.");
   mod.def(
       "steering_vector",
-      [model_of](py::handle model, const std::string& hook, const py::list& positive, const py::list& negative) {
+      [model_of](py::handle model, const std::string& hook, const py::list& positive,
+                 const py::list& negative) {
         const ModelRef m = model_of(model);
         const auto pos = steer_texts(m, positive, "positive"), neg = steer_texts(m, negative, "negative");
         std::vector<float> v;

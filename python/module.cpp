@@ -116,18 +116,7 @@ py::array run_hooks(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
       return t;
     }());
     float* buf = static_cast<float*>(act.mutable_data());
-    py::str pyname(n);
-    for (const py::object& fn : by_name.at(n)) {
-      py::object r = fn(act, pyname);
-      if (r.is_none() || r.is(act)) continue;
-      auto rep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r);
-      if (!rep) throw py::error_already_set();
-      std::vector<int64_t> got(rep.shape(), rep.shape() + rep.ndim());
-      if (got != v.shape)
-        qkv::usage_error("fwd_hooks: the hook for '" + n + "' returned shape " + qkv::shape_string(got) +
-                         ", expected " + qkv::shape_string(v.shape));
-      std::memmove(buf, rep.data(), size_t(v.numel()) * sizeof(float));
-    }
+    call_python_hooks(by_name.at(n), act, buf, n, v.shape);
     if (!in_state) std::memcpy(v.data, buf, size_t(v.numel()) * sizeof(float));
   };
   qkv::RunOptions opt;

@@ -3,6 +3,8 @@
 # packages — only the missing ones — and builds those targets into build/. Nothing test-only: the test
 # command (scripts/test.sh) installs and builds the rest.
 # Usage: bash scripts/setup.sh            (Release build, portable: no -march=native)
+#        bash scripts/setup.sh --packages (prints the Debian packages it installs, one a line, and exits:
+#                                          scripts/test.sh installs them with its own in one apt call)
 # Environment: QKV_BUILD_DIR (default build), QKV_CMAKE_ARGS (extra cmake arguments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,9 +12,14 @@ source scripts/apt.sh
 
 # The compiler and build tools; BLIS (GEMM), nlohmann-json, CLI11, PCRE2 + ICU (tokenizers), cpp-httplib
 # (qkv serve); pybind11 + python3-dev + NumPy (`import qkv`).
-qkv_apt_install build-essential cmake ninja-build pkg-config \
-  libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev libcpp-httplib-dev \
-  python3-dev pybind11-dev python3-numpy
+packages=(build-essential cmake ninja-build pkg-config
+          libblis-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev libcpp-httplib-dev
+          python3-dev pybind11-dev python3-numpy)
+if [ "${1:-}" = --packages ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+qkv_apt_install "${packages[@]}"
 
 build=${QKV_BUILD_DIR:-build}
 # Tests and benchmarks are built by scripts/test.sh (which turns them on in the same build directory).
@@ -23,7 +30,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=$te
   ${QKV_CMAKE_ARGS:-} >/dev/null
 targets=(qkv_cli)
 grep -q '^QKV_PYTHON:BOOL=ON' "$build/CMakeCache.txt" && targets+=(qkv_python)
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+cmake --build "$build" -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" --target "${targets[@]}"
 echo "qkv setup: built $build/qkv" >&2
 
 # ---- python ----

@@ -58,11 +58,11 @@ int64_t steer_width(const Model& m, const std::string& hook, const std::string& 
 Hooks steering_hooks(const Model& m, const std::vector<Steer>& steer, const Hooks* inner);
 
 struct GenerateOptions {
-  int max_new_tokens = 16;     // >= 1; prompt + max_new_tokens must fit the context (usage error)
+  int max_new_tokens = 16;  // >= 1; prompt + max_new_tokens must fit the context (usage error)
   Sampling sampling;
   std::vector<Steer> steer;
-  const Hooks* hooks = nullptr;   // the caller's hooks, called at every step after the steering
-  std::vector<int> stop_ids;      // stop after emitting one of these (e.g. the tokenizer's EOS; kept in tokens)
+  const Hooks* hooks = nullptr;  // the caller's hooks, called at every step after the steering
+  std::vector<int> stop_ids;  // stop after emitting one of these (e.g. the tokenizer's EOS; kept in tokens)
   // Called with each new token as it is chosen (a stop id too, before stopping); return false to stop.
   std::function<bool(int id)> on_token;
 };

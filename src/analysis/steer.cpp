@@ -8,8 +8,8 @@ namespace qkv::analysis {
 namespace {
 
 // Σ over texts of each text's mean row at `hook`, in double, divided by the number of texts.
-std::vector<double> mean_of_means(const Model& m, const std::string& hook, const std::vector<SteerText>& texts,
-                                  int64_t w, const char* side) {
+std::vector<double> mean_of_means(const Model& m, const std::string& hook,
+                                  const std::vector<SteerText>& texts, int64_t w, const char* side) {
   if (texts.empty()) usage_error(std::string("--") + side + ": no texts");
   std::vector<double> acc(size_t(w), 0.0);
   for (size_t i = 0; i < texts.size(); i++) {
@@ -30,7 +30,8 @@ std::vector<double> mean_of_means(const Model& m, const std::string& hook, const
     ro.hooks = &h;
     if (hook != "logits" && hook != "ln_final.hook_normalized") {  // stop after the last block that has it
       const size_t dot = hook.find('.', 7);
-      if (hook.rfind("blocks.", 0) == 0 && dot != std::string::npos) ro.stop_at_layer = std::stoi(hook.substr(7, dot - 7));
+      if (hook.rfind("blocks.", 0) == 0 && dot != std::string::npos)
+        ro.stop_at_layer = std::stoi(hook.substr(7, dot - 7));
     }
     run(m, t.ids, st, ro);
     for (int64_t j = 0; j < w; j++) acc[size_t(j)] += sum[size_t(j)] / double(T - t.from);
@@ -41,7 +42,8 @@ std::vector<double> mean_of_means(const Model& m, const std::string& hook, const
 
 }  // namespace
 
-std::vector<float> steering_vector(const Model& m, const std::string& hook, const std::vector<SteerText>& positive,
+std::vector<float> steering_vector(const Model& m, const std::string& hook,
+                                   const std::vector<SteerText>& positive,
                                    const std::vector<SteerText>& negative) {
   const int64_t w = steer_width(m, hook, "--hook");
   const std::vector<double> p = mean_of_means(m, hook, positive, w, "positive");

@@ -19,7 +19,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 // A uniform double in [0, 1) from one 64-bit draw: its top 53 bits / 2^53 (the same on every platform,
 // unlike std::uniform_real_distribution).
-double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * (1.0 / 9007199254740992.0); }
+double uniform01(std::mt19937_64& rng) {
+  return double(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
 
 // Per-position width of an activation by the hook name's ending (the shapes lm.hpp documents).
 struct Width {
@@ -52,9 +54,11 @@ bool ends_with(const std::string& s, const std::string& e) {
 
 void check_sampling(const Sampling& s) {
   if (!std::isfinite(s.temperature) || s.temperature < 0)
-    usage_error("--temperature: " + std::to_string(s.temperature) + " is not a finite number >= 0 (0: greedy)");
+    usage_error("--temperature: " + std::to_string(s.temperature) +
+                " is not a finite number >= 0 (0: greedy)");
   if (s.top_k < 0) usage_error("--top-k: " + std::to_string(s.top_k) + " is negative (0: no limit)");
-  if (!(s.top_p > 0 && s.top_p <= 1)) usage_error("--top-p: " + std::to_string(s.top_p) + " is outside (0, 1]");
+  if (!(s.top_p > 0 && s.top_p <= 1))
+    usage_error("--top-p: " + std::to_string(s.top_p) + " is outside (0, 1]");
 }
 
 int sample_next(const float* z, int V, const Sampling& s, std::mt19937_64& rng) {
@@ -95,11 +99,13 @@ int sample_next(const float* z, int V, const Sampling& s, std::mt19937_64& rng) 
 int64_t steer_width(const Model& m, const std::string& hook, const std::string& arg) {
   const std::vector<std::string> names = hook_names(m);
   if (std::find(names.begin(), names.end(), hook) == names.end())
-    usage_error(arg + ": '" + hook + "' is not a hook point of this model (qkv dump or model.hook_names lists them)");
+    usage_error(arg + ": '" + hook +
+                "' is not a hook point of this model (qkv dump or model.hook_names lists them)");
   for (const Width& w : kWidths)
     if (ends_with(hook, w.suffix)) {
       if (!w.of)
-        usage_error(arg + ": " + hook + " is [heads, queries, keys], not one row per position; steer the residual " +
+        usage_error(arg + ": " + hook +
+                    " is [heads, queries, keys], not one row per position; steer the residual " +
                     "stream, q/k/v, z or an output instead");
       return w.of(m.arch);
     }
@@ -112,15 +118,17 @@ Hooks steering_hooks(const Model& m, const std::vector<Steer>& steer, const Hook
     const int64_t w = steer_width(m, s.hook);
     const std::string src = s.source.empty() ? "the steering vector" : s.source;
     if (int64_t(s.vec.size()) != w)
-      data_error(src + ": " + std::to_string(s.vec.size()) + " values, but " + s.hook + " has " + std::to_string(w) +
-                 " per position");
+      data_error(src + ": " + std::to_string(s.vec.size()) + " values, but " + s.hook + " has " +
+                 std::to_string(w) + " per position");
     for (float v : s.vec)
       if (!std::isfinite(v)) data_error(src + ": a value is not finite");
     if (!std::isfinite(s.coef)) usage_error("--steer: the coefficient for " + s.hook + " is not finite");
     at.insert(s.hook);
   }
   Hooks h;
-  h.wants = [at, inner](const std::string& n) { return at.count(n) > 0 || (inner && inner->wants && inner->wants(n)); };
+  h.wants = [at, inner](const std::string& n) {
+    return at.count(n) > 0 || (inner && inner->wants && inner->wants(n));
+  };
   h.fn = [at, steer, inner](const std::string& n, ActView v) {
     if (at.count(n)) {
       const int64_t rows = v.shape.empty() ? 1 : v.shape[0], w = v.numel() / std::max<int64_t>(rows, 1);
@@ -148,8 +156,8 @@ void check_lengths(const Model& m, size_t prompt, int max_new_tokens) {
   if (prompt < 1) usage_error("no tokens: the prompt is empty");
   if (int64_t(prompt) + max_new_tokens > m.arch.n_ctx)
     usage_error("the prompt is " + std::to_string(prompt) + " tokens and --max-new-tokens " +
-                std::to_string(max_new_tokens) + " more, but the model's context is " + std::to_string(m.arch.n_ctx) +
-                " positions; shorten the prompt or ask for at most " +
+                std::to_string(max_new_tokens) + " more, but the model's context is " +
+                std::to_string(m.arch.n_ctx) + " positions; shorten the prompt or ask for at most " +
                 std::to_string(std::max<int64_t>(0, m.arch.n_ctx - int64_t(prompt))) + " new tokens");
 }
 

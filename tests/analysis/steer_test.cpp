@@ -1,15 +1,18 @@
 // steering_vector (analysis/steer.hpp) against the definition computed here from run_with_cache: each
 // text's mean over its positions (from `from` on), the mean over texts, positive minus negative.
+#include "qkv/analysis/steer.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 
-#include "qkv/analysis/steer.hpp"
+#include <nlohmann/json.hpp>
+
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
-#include "qkv/model.hpp"
+#include "qkv/arch.hpp"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +21,8 @@ namespace {
 
 Model tiny(const std::string& type) {
   nlohmann::json cfg = default_config(type, "tiny");
-  const std::string dir = (fs::temp_directory_path() / ("qkv_steer_" + type + "_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("qkv_steer_" + type + "_" + std::to_string(::getpid()))).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, 5);
   Model m = load_lm(dir);
   fs::remove_all(dir);
@@ -68,8 +72,10 @@ TEST(SteeringVector, IsTheMeanDifferenceOfPerTextPositionMeans) {
       EXPECT_LE(err, 1e-5 * scale);
     }
     // leaving the first position out changes the vector (so `from` is honoured)
-    const std::vector<float> a = steering_vector(m, "blocks.1.hook_resid_pre", {{{1, 2, 3}, 0}}, {{{4, 5}, 0}});
-    const std::vector<float> b = steering_vector(m, "blocks.1.hook_resid_pre", {{{1, 2, 3}, 1}}, {{{4, 5}, 0}});
+    const std::vector<float> a =
+        steering_vector(m, "blocks.1.hook_resid_pre", {{{1, 2, 3}, 0}}, {{{4, 5}, 0}});
+    const std::vector<float> b =
+        steering_vector(m, "blocks.1.hook_resid_pre", {{{1, 2, 3}, 1}}, {{{4, 5}, 0}});
     EXPECT_NE(a, b);
   }
 }

@@ -1,6 +1,8 @@
 // Generation (generate.hpp): greedy through the K/V cache = greedy over full forwards, token for token,
 // on every family; sampling reproducible by seed and the same with or without the cache; the sampling
 // rule's distribution; steering = adding the vector by hand in a hook; hooks at every step; errors.
+#include "qkv/generate.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,9 +11,11 @@
 #include <filesystem>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/error.hpp"
-#include "qkv/generate.hpp"
 #include "qkv/lm.hpp"
+#include "qkv/arch.hpp"
 
 namespace fs = std::filesystem;
 
@@ -24,7 +28,8 @@ namespace {
 Model tiny(const std::string& type, uint64_t seed = 21) {
   nlohmann::json cfg = default_config(type, "tiny");
   cfg["initializer_range"] = type == "gemma2" ? 0.05 : 0.2;
-  const std::string dir = (fs::temp_directory_path() / ("qkv_gen_" + type + "_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("qkv_gen_" + type + "_" + std::to_string(::getpid()))).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, seed);
   Model m = load_lm(dir);
   fs::remove_all(dir);  // the weights are read into memory or kept mapped (the mapping outlives the unlink)
@@ -51,7 +56,8 @@ TEST(Generate, GreedyWithTheCacheEqualsGreedyOverFullForwardsOnEveryFamily) {
     const std::vector<int> slow = generate_uncached(m, prompt, 40, o.sampling);
     EXPECT_EQ(r.tokens, slow);
     EXPECT_EQ(r.stop_reason, "max_new_tokens");
-    EXPECT_GE(std::set<int>(r.tokens.begin(), r.tokens.end()).size(), 3u) << "a degenerate continuation proves little";
+    EXPECT_GE(std::set<int>(r.tokens.begin(), r.tokens.end()).size(), 3u)
+        << "a degenerate continuation proves little";
     // Without the context (each new token run alone) the choice differs: the cache carries the context.
     std::vector<int> alone;
     int id = prompt.back();
@@ -213,8 +219,8 @@ TEST(Generate, BadInputIsAQkvError) {
   o.max_new_tokens = 0;
   EXPECT_EQ(kind_of(gen(o)), ErrorKind::Usage);
   o.max_new_tokens = 2;
-  for (Sampling s : {Sampling{-1.0}, Sampling{NAN}, Sampling{INFINITY}, Sampling{1.0, -1}, Sampling{1.0, 0, 0.0},
-                     Sampling{1.0, 0, 1.5}, Sampling{1.0, 0, NAN}}) {
+  for (Sampling s : {Sampling{-1.0}, Sampling{NAN}, Sampling{INFINITY}, Sampling{1.0, -1},
+                     Sampling{1.0, 0, 0.0}, Sampling{1.0, 0, 1.5}, Sampling{1.0, 0, NAN}}) {
     o.sampling = s;
     EXPECT_EQ(kind_of(gen(o)), ErrorKind::Usage) << s.temperature << " " << s.top_k << " " << s.top_p;
   }
@@ -233,7 +239,8 @@ TEST(Generate, BadInputIsAQkvError) {
   o.steer = {{"blocks.0.attn.hook_z", std::vector<float>(size_t(m.arch.q_dim()), NAN), 1.0f, "v.npy"}};
   EXPECT_EQ(kind_of(gen(o)), ErrorKind::Data) << "not finite";
   o.steer.clear();
-  EXPECT_EQ(kind_of([&] { generate(m, {m.arch.vocab_size}, GenerateOptions{}); }), ErrorKind::Usage) << "id outside";
+  EXPECT_EQ(kind_of([&] { generate(m, {m.arch.vocab_size}, GenerateOptions{}); }), ErrorKind::Usage)
+      << "id outside";
   EXPECT_EQ(kind_of([&] { generate(m, {}, GenerateOptions{}); }), ErrorKind::Usage) << "empty prompt";
 }
 

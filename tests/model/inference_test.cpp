@@ -111,14 +111,15 @@ void expect_fixture(const std::string& model_dir, const std::string& expected_di
   const std::vector<float>& got = run(m, ids, st);
   ASSERT_EQ(got.size(), want.data.size());
   EXPECT_LT(scaled_error(got, want.data, got.size()), kFixtureTol) << model_dir;
-  // last_only: the last row, the same numbers
+  // last_only: the last row, the same numbers to rounding (one row's unembedding goes through gemv,
+  // whose summation order differs from the full product's GEMM)
   const size_t V = size_t(m.arch.vocab_size);
   std::vector<float> full(got.end() - long(V), got.end());
   RunOptions last_only;
   last_only.last_only = true;
   const std::vector<float>& last = run(m, ids, st, last_only);
   ASSERT_EQ(last.size(), V);
-  for (size_t j = 0; j < V; j++) ASSERT_EQ(last[j], full[j]) << j;
+  EXPECT_LT(scaled_error(last, full, V), 1e-6);
 }
 
 TEST(InferenceFidelity, TinyMatchesPyTorch) {

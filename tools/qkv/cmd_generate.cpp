@@ -28,7 +28,8 @@ struct GenerateArgs {
 Steer parse_steer(const std::string& s) {
   const size_t a = s.find(':'), b = s.rfind(':');
   if (a == std::string::npos || a == b || a == 0 || b == a + 1 || b + 1 == s.size())
-    usage_error("--steer: expected HOOK:FILE.npy:COEF (e.g. blocks.1.hook_resid_pre:v.npy:4), got '" + s + "'");
+    usage_error("--steer: expected HOOK:FILE.npy:COEF (e.g. blocks.1.hook_resid_pre:v.npy:4), got '" + s +
+                "'");
   Steer st;
   st.hook = s.substr(0, a);
   st.source = s.substr(a + 1, b - a - 1);
@@ -55,7 +56,11 @@ size_t incomplete_utf8_tail(const std::string& s) {
 class TextStream {
  public:
   TextStream(const Tokenizer& tok, std::vector<int> prompt, std::string stop, bool print)
-      : tok_(tok), seq_(std::move(prompt)), base_(tok.decode(seq_)), prompt_len_(seq_.size()), stop_(std::move(stop)),
+      : tok_(tok),
+        seq_(std::move(prompt)),
+        base_(tok.decode(seq_)),
+        prompt_len_(seq_.size()),
+        stop_(std::move(stop)),
         print_(print) {}
   // Adds a token; false once the stop text has appeared.
   bool add(int id) {
@@ -98,7 +103,8 @@ void run_generate(const GenerateArgs& a) {
   o.sampling = a.sampling;
   for (const std::string& s : a.steer) o.steer.push_back(parse_steer(s));
   const Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
-  if (!a.stop.empty() && !tok) usage_error("--stop: " + m.path + " has no tokenizer to turn tokens into text");
+  if (!a.stop.empty() && !tok)
+    usage_error("--stop: " + m.path + " has no tokenizer to turn tokens into text");
   const int eos = tok && !a.ignore_eos ? tok->eos_id() : -1;
   if (eos >= 0) o.stop_ids.push_back(eos);
   std::optional<TextStream> text;
@@ -115,7 +121,9 @@ void run_generate(const GenerateArgs& a) {
   };
   const GenerateResult r = generate(m.model, prompt, o);
   if (text) text->finish();
-  const std::string reason = stopped_by_text ? "stop_text" : r.stop_reason == "stop_id" ? "eos" : r.stop_reason;
+  const std::string reason = stopped_by_text              ? "stop_text"
+                             : r.stop_reason == "stop_id" ? "eos"
+                                                          : r.stop_reason;
   if (a.json) {
     nlohmann::json steer = nlohmann::json::array();
     for (const Steer& s : o.steer) steer.push_back({{"hook", s.hook}, {"file", s.source}, {"coef", s.coef}});
@@ -135,8 +143,8 @@ void run_generate(const GenerateArgs& a) {
     return;
   }
   std::cout << "\n" << std::flush;
-  std::fprintf(stderr, "[%zu new tokens (%s) after %zu; prefill %.1f ms, decode %.1f tokens/s]\n", r.tokens.size(),
-               reason.c_str(), prompt.size(), r.prefill_ms, r.tokens_per_second());
+  std::fprintf(stderr, "[%zu new tokens (%s) after %zu; prefill %.1f ms, decode %.1f tokens/s]\n",
+               r.tokens.size(), reason.c_str(), prompt.size(), r.prefill_ms, r.tokens_per_second());
 }
 
 struct SteerArgs {
@@ -151,7 +159,8 @@ std::vector<analysis::SteerText> side(const LoadedLM& m, const std::vector<std::
                                       const std::vector<std::string>& ids, const std::string& name) {
   std::vector<analysis::SteerText> out;
   if (!texts.empty() && !m.tokenizer)
-    usage_error("--" + name + ": " + m.path + " has no tokenizer beside it; give --" + name + "-tokens instead");
+    usage_error("--" + name + ": " + m.path + " has no tokenizer beside it; give --" + name +
+                "-tokens instead");
   for (const std::string& t : texts) {
     analysis::SteerText s{m.tokenizer->encode(t), 0};
     if (s.ids.empty()) usage_error("--" + name + ": the text '" + t + "' is empty after tokenization");
@@ -172,32 +181,42 @@ void run_steer(const SteerArgs& a) {
   for (float x : v) norm += double(x) * x;
   norm = std::sqrt(norm);
   if (a.json) {
-    print_json({{"hook", a.hook}, {"out", a.out}, {"width", v.size()}, {"norm", norm}, {"positive", pos.size()},
+    print_json({{"hook", a.hook},
+                {"out", a.out},
+                {"width", v.size()},
+                {"norm", norm},
+                {"positive", pos.size()},
                 {"negative", neg.size()}});
     return;
   }
-  std::printf("wrote %s: %s, %zu values, norm %.6g (%zu positive, %zu negative texts)\n", a.out.c_str(), a.hook.c_str(),
-              v.size(), norm, pos.size(), neg.size());
+  std::printf("wrote %s: %s, %zu values, norm %.6g (%zu positive, %zu negative texts)\n", a.out.c_str(),
+              a.hook.c_str(), v.size(), norm, pos.size(), neg.size());
 }
 
 void register_generate(CLI::App& app) {
   {
     auto* cmd = app.add_subcommand(
         "generate",
-        "Continue a text (any family and format) through the K/V cache: greedy, or sampled with a seed; steering "
+        "Continue a text (any family and format) through the K/V cache: greedy, or sampled with a seed; "
+        "steering "
         "vectors at any hook point (--steer); the text streamed to stdout as it comes (docs/generate.md)");
     auto a = std::make_shared<GenerateArgs>();
     add_model_option(cmd, a->m);
     add_input_options(cmd, a->m);
-    cmd->add_option("--max-new-tokens", a->max_new_tokens,
-                    "how many tokens to add (default 32); the prompt plus these must fit the model's context");
-    cmd->add_option("--temperature", a->sampling.temperature, "0 (default): greedy, the most likely token; > 0: sample");
+    cmd->add_option(
+        "--max-new-tokens", a->max_new_tokens,
+        "how many tokens to add (default 32); the prompt plus these must fit the model's context");
+    cmd->add_option("--temperature", a->sampling.temperature,
+                    "0 (default): greedy, the most likely token; > 0: sample");
     cmd->add_option("--top-k", a->sampling.top_k, "sample among the K most likely tokens only (0: all)");
-    cmd->add_option("--top-p", a->sampling.top_p, "sample among the most likely tokens whose probability sums to P (1: all)");
-    cmd->add_option("--seed", a->sampling.seed, "random seed of the sampling: the same seed, the same tokens (default 0)");
-    cmd->add_option("--steer", a->steer,
-                    "HOOK:FILE.npy:COEF — add COEF × the vector in FILE to HOOK's activation at every position of every "
-                    "step, prompt included (repeatable; qkv steer makes such vectors)");
+    cmd->add_option("--top-p", a->sampling.top_p,
+                    "sample among the most likely tokens whose probability sums to P (1: all)");
+    cmd->add_option("--seed", a->sampling.seed,
+                    "random seed of the sampling: the same seed, the same tokens (default 0)");
+    cmd->add_option(
+        "--steer", a->steer,
+        "HOOK:FILE.npy:COEF — add COEF × the vector in FILE to HOOK's activation at every position of every "
+        "step, prompt included (repeatable; qkv steer makes such vectors)");
     cmd->add_option("--stop", a->stop, "stop once the new text contains this text (the text ends with it)");
     cmd->add_flag("--ignore-eos", a->ignore_eos, "go on past the tokenizer's end-of-sequence token");
     cmd->add_flag("--json", a->json,
@@ -206,20 +225,25 @@ void register_generate(CLI::App& app) {
     cmd->callback([a] { run_generate(*a); });
   }
   {
-    auto* cmd = app.add_subcommand(
-        "steer",
-        "A contrastive steering vector: the mean activation at HOOK over the positive texts minus that over the "
-        "negative ones (each text's mean over its positions first), written as a float32 .npy for generate --steer");
+    auto* cmd = app.add_subcommand("steer",
+                                   "A contrastive steering vector: the mean activation at HOOK over the "
+                                   "positive texts minus that over the "
+                                   "negative ones (each text's mean over its positions first), written as a "
+                                   "float32 .npy for generate --steer");
     auto a = std::make_shared<SteerArgs>();
     add_model_option(cmd, a->m);
-    cmd->add_option("--positive", a->positive, "texts to steer towards (one value each; a BOS the tokenizer adds is not averaged)");
+    cmd->add_option("--positive", a->positive,
+                    "texts to steer towards (one value each; a BOS the tokenizer adds is not averaged)");
     cmd->add_option("--negative", a->negative, "texts to steer away from");
-    cmd->add_option("--positive-tokens", a->positive_tokens, "positive texts as token ids, e.g. 5,6,7 (one value each)");
+    cmd->add_option("--positive-tokens", a->positive_tokens,
+                    "positive texts as token ids, e.g. 5,6,7 (one value each)");
     cmd->add_option("--negative-tokens", a->negative_tokens, "negative texts as token ids");
     cmd->add_option("--hook", a->hook, "the hook point, e.g. blocks.1.hook_resid_pre")->required();
-    cmd->add_option("--out", a->out, "the .npy to write (float32, one value per activation element of a position)")
+    cmd->add_option("--out", a->out,
+                    "the .npy to write (float32, one value per activation element of a position)")
         ->required();
-    cmd->add_flag("--json", a->json, "JSON: {\"hook\", \"out\", \"width\", \"norm\", \"positive\", \"negative\"}");
+    cmd->add_flag("--json", a->json,
+                  "JSON: {\"hook\", \"out\", \"width\", \"norm\", \"positive\", \"negative\"}");
     cmd->callback([a] { run_steer(*a); });
   }
 }

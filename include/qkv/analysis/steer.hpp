@@ -20,7 +20,8 @@ struct SteerText {
 
 // Usage error for an empty side, an unknown hook or one without a row per position (generate.hpp's
 // steer_width), or a text with no position left to average; run()'s errors for the ids.
-std::vector<float> steering_vector(const Model& m, const std::string& hook, const std::vector<SteerText>& positive,
+std::vector<float> steering_vector(const Model& m, const std::string& hook,
+                                   const std::vector<SteerText>& positive,
                                    const std::vector<SteerText>& negative);
 
 }  // namespace qkv::analysis
