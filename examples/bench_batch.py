@@ -5,8 +5,9 @@
 MODEL defaults to the GPT-2 small shape (`qkv init --arch gpt2 --preset small`, written to a temporary
 directory with the build's qkv binary); B = 8 sequences of T = 128 tokens. Times, interleaved in rounds,
 model(tokens [B, T]) (one forward: every weight's product over B·T rows) against B calls of model(tokens [T]),
-and one sequence's gradients at every hook (run_with_cache(incl_bwd=True)'s training forward + backward)
-against its forward; prints the minima (the cost without the machine's other load) and the ratios."""
+and one sequence's gradients at every hook (run_with_cache(incl_bwd=True)'s training forward + backward,
+each timed on its own) against its forward; prints the minima (the cost without the machine's other load)
+and the ratios."""
 import pathlib
 import subprocess
 import sys
@@ -48,11 +49,14 @@ def main():
             batch.append(best(lambda: model(toks), 1))
             single.append(best(lambda: [model(t) for t in toks], 1))
         fwd = best(lambda: model(toks[0]), 3)
-        grad = best(lambda: qkv._qkv.grads(model._m, toks[0], ("loss", None)), 3)
+        parts = []
+        grad = best(lambda: parts.append(qkv._qkv.grads(model._m, toks[0], ("loss", None))[3]), 3)
+        train_fwd, bwd = min(p[0] for p in parts), min(p[1] for p in parts)
         print("%s: B = %d x T = %d: one batched forward %.3f s, %d single forwards %.3f s (%.2fx)" % (
             model.path, B, T, min(batch), B, min(single), min(single) / min(batch)))
-        print("one sequence: forward %.3f s, gradients at every hook (training forward + backward) %.3f s (%.2fx)" % (
-            fwd, grad, grad / fwd))
+        print("one sequence: forward %.3f s; gradients at every hook %.3f s (%.2fx the forward): the training "
+              "forward %.3f s, the backward %.3f s (%.2fx the forward)" % (fwd, grad, grad / fwd, train_fwd, bwd,
+                                                                          bwd / fwd))
 
 
 if __name__ == "__main__":

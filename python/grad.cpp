@@ -64,7 +64,8 @@ qkv::BatchLogitMetric batch_callable(py::object fn) {
   };
 }
 
-// (value, logits of the training forward, {hook name: gradient}) for the hooks in `names` (None: all); a batch
+// (value, logits of the training forward, {hook name: gradient}, (training forward s, backward s)) for the
+// hooks in `names` (None: all; the seconds are 0 for a batch); a batch
 // [B, T] (with its mask) runs each sequence's real tokens by themselves, the built-in metrics per sequence
 // (summed), a callable on the whole [B, T, V].
 py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
@@ -106,7 +107,7 @@ py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style
   for (auto& [name, t] : r.grads) out[py::str(name)] = adopt(std::move(t));
   qkv::Tensor logits(tk.shape({int64_t(m->lm.arch.vocab_size)}));
   std::copy(r.logits.begin(), r.logits.end(), logits.data());
-  return py::make_tuple(r.value, adopt(std::move(logits)), out);
+  return py::make_tuple(r.value, adopt(std::move(logits)), out, py::make_tuple(r.forward_seconds, r.backward_seconds));
 }
 
 }  // namespace
@@ -114,7 +115,7 @@ py::tuple grads(const ModelPtr& m, const py::array_t<int64_t, py::array::c_style
 void bind_grad(py::module_& mod) {
   mod.def("grads", &grads, py::arg("model"), py::arg("tokens"), py::arg("metric"), py::arg("names") = py::none(),
           py::arg("mask") = py::none(),
-          "(value, logits, {hook: ∂metric/∂activation}) from one training forward and backward (see "
+          "(value, logits, {hook: ∂metric/∂activation}, (forward s, backward s)) from one training forward and backward (see "
           "qkv.Model.run_with_cache's incl_bwd).");
 }
 

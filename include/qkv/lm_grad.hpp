@@ -38,6 +38,7 @@ struct GradRun {
   double value = 0;                     // the metric
   std::vector<float> logits;            // [T, V], the training forward's (equal to run()'s to ~1e-6)
   std::map<std::string, Tensor> grads;  // hook name -> ∂metric/∂activation, in the hook's shape
+  double forward_seconds = 0, backward_seconds = 0;  // run_with_grads: the training forward; the backward
 };
 
 // One training forward and one backward of p on ids: the metric and the gradients at the hook points

@@ -273,7 +273,7 @@ class Model(_WeightsMixin):
         logits = _activation(raw_logits, "logits", labels)
         cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}
         if incl_bwd:
-            _, _, grads = _qkv.grads(self._m, ids, spec, keep, mask)
+            _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
             for n in all_names:
                 if n in grads and (keep is None or n in keep):
                     cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)

@@ -3,6 +3,7 @@
 #include "qkv/lm_grad.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -48,12 +49,18 @@ LogitMetric loss_metric(std::vector<int> positions, std::vector<int> targets) {
       const float* z = logits.data() + size_t(p) * V;
       double mx = z[0];
       for (int j = 1; j < V; j++) mx = std::max(mx, double(z[j]));
+      // e_j = exp(z_j − max) once, kept until the sum is known
+      std::vector<double> e(static_cast<size_t>(V));
       double sum = 0;
-      for (int j = 0; j < V; j++) sum += std::exp(double(z[j]) - mx);
+      for (int j = 0; j < V; j++) {
+        e[size_t(j)] = std::exp(double(z[j]) - mx);
+        sum += e[size_t(j)];
+      }
       loss += std::log(sum) + mx - double(z[y]);
       // ∂/∂z_j of −log softmax(z)_y = softmax(z)_j − [j = y], over n positions
       float* g = dl.data() + size_t(p) * V;
-      for (int j = 0; j < V; j++) g[j] += float(std::exp(double(z[j]) - mx) / sum / n);
+      const double k = 1.0 / (sum * n);
+      for (int j = 0; j < V; j++) g[j] += float(e[size_t(j)] * k);
       g[y] -= float(1.0 / n);
     }
     return loss / n;
@@ -83,7 +90,10 @@ GradRun run_with_grads(const LmParams& p, const std::vector<int>& ids, const Log
   const int V = p.arch().vocab_size;
   GradRun r;
   LmActs<float> acts;
+  const auto t0 = std::chrono::steady_clock::now();
   r.logits = lm_train_forward(p.layout, p.params.data(), ids, acts);
+  const auto t1 = std::chrono::steady_clock::now();
+  r.forward_seconds = std::chrono::duration<double>(t1 - t0).count();
   const int T = acts.T;
   std::vector<float> dl(size_t(T) * V, 0.0f);
   r.value = metric.fn(r.logits, T, V, dl);
@@ -100,7 +110,9 @@ GradRun run_with_grads(const LmParams& p, const std::vector<int>& ids, const Log
     }
     r.grads[name] = std::move(t);
   };
+  const auto t2 = std::chrono::steady_clock::now();
   lm_backward(p.layout, p.params.data(), std::move(dl), acts, static_cast<float*>(nullptr), &sink);
+  r.backward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   return r;
 }
 
