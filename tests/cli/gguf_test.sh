@@ -120,10 +120,7 @@ elif ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   bad "node and npm are needed for the @huggingface/gguf check (apt-get install -y nodejs npm)"
 else
   peer=$src/tests/gguf/peer
-  if [ ! -f "$peer/node_modules/@huggingface/gguf/package.json" ]; then
-    echo "gguf: npm ci in tests/gguf/peer"
-    (cd "$peer" && npm ci --no-audit --no-fund >/dev/null 2>&1) || bad "npm ci in $peer failed"
-  fi
+  bash "$src/tests/npm_ci.sh" "$peer" "$peer" @huggingface/gguf/package.json || bad "npm ci in $peer failed"
   mkdir -p "$tmp/peer"
   for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
   for f in "$src"/fuzz/corpus/gguf/ok_*; do cp "$f" "$tmp/peer/seed_$(basename "$f").gguf"; done

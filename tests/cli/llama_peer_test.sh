@@ -16,22 +16,7 @@ test_label=llama-peer
 start=$(date +%s)
 
 command -v node >/dev/null && command -v npm >/dev/null || { bad "node and npm are needed (apt-get install -y nodejs npm)"; exit 1; }
-# npm ci PACKAGE_DIR DEST SENTINEL [npm options]: installs PACKAGE_DIR's lock into DEST unless DEST already holds
-# that lock and SENTINEL; under a lock (ctest -j runs tests at once).
-install() {
-  local pkg=$1 dest=$2 sentinel=$3
-  shift 3
-  mkdir -p "$dest"
-  exec 9>"$dest/.lock"
-  flock 9
-  if ! cmp -s "$pkg/package-lock.json" "$dest/package-lock.json" || [ ! -f "$dest/node_modules/$sentinel" ]; then
-    echo "llama-peer: npm ci into $dest"
-    cp "$pkg/package.json" "$pkg/package-lock.json" "$dest/"
-    (cd "$dest" && npm ci --no-audit --no-fund "$@" >/dev/null 2>&1) || { bad "npm ci in $dest failed"; rm -f "$dest/package-lock.json"; }
-  fi
-  flock -u 9
-  exec 9>&-
-}
+install() { bash "$src/tests/npm_ci.sh" "$@" || bad "npm ci into $2 failed"; }
 # node-llama-cpp and its x64 binaries only (--omit=optional drops the CUDA and Vulkan builds, 600 MB); no
 # install scripts: the prebuilt library is used as shipped, nothing is fetched or built at run time.
 peer=${QKV_LLAMA_PEER_DIR:-$src/build/llama-peer}

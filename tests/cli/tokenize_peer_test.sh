@@ -16,15 +16,7 @@ command -v node >/dev/null && command -v npm >/dev/null || { bad "node and npm a
 # outside the directories CMake globs), one copy for every build directory; reinstalled when the
 # lockfile changes. Two runs at once (ctest -j) could race on it: npm ci happens under a lock.
 dest=${QKV_TOKENIZER_PEER_DIR:-$src/build/tokenizer-peer}  # shared by build/ and build-asan/
-mkdir -p "$dest"
-exec 9>"$dest/.lock"
-flock 9
-if ! cmp -s "$peer/package-lock.json" "$dest/package-lock.json" || [ ! -f "$dest/node_modules/@lenml/tokenizers/package.json" ]; then
-  echo "tokenize-peer: npm ci into $dest"
-  cp "$peer/package.json" "$peer/package-lock.json" "$dest/"
-  (cd "$dest" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { bad "npm ci in $dest failed"; rm -f "$dest/package-lock.json"; exit 1; }
-fi
-flock -u 9
+bash "$src/tests/npm_ci.sh" "$peer" "$dest" @lenml/tokenizers/package.json || { bad "npm ci into $dest failed"; exit 1; }
 ok "node $(node --version), @lenml/tokenizers $(node -p "require('$dest/node_modules/@lenml/tokenizers/package.json').version"), @huggingface/tokenizers $(node -p "require('$dest/node_modules/@huggingface/tokenizers/package.json').version")"
 
 tmp=$(mktemp -d)

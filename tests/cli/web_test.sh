@@ -21,10 +21,7 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 [ -x /usr/bin/chromium ] || { bad "chromium is not installed and could not be (apt-get install -y chromium)"; exit 1; }
 command -v node >/dev/null && command -v npm >/dev/null || { bad "node and npm are needed (apt-get install -y nodejs npm)"; exit 1; }
-if [ ! -f "$web/node_modules/playwright-core/package.json" ]; then
-  echo "web: npm ci in tests/web"
-  (cd "$web" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { bad "npm ci in $web failed"; exit 1; }
-fi
+bash "$src/tests/npm_ci.sh" "$web" "$web" playwright-core/package.json || { bad "npm ci in $web failed"; exit 1; }
 ok "chromium $(/usr/bin/chromium --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)+' | head -1), node $(node --version), playwright-core $(node -p "require('$web/node_modules/playwright-core/package.json').version")"
 
 tmp=$(mktemp -d)
