@@ -1,5 +1,6 @@
-// Activation and attribution patching for Python (qkv.patch): the same sweep and the same JSON document
-// as `qkv patch --hook … --json` (report/patch_json.hpp), the GIL released while the engine runs.
+// Activation, attribution and path patching for Python (qkv.patch): the same sweeps and the same JSON
+// documents as `qkv patch --hook … --json` and `qkv patch --path … --json` (report/patch_json.hpp), the GIL
+// released while the engine runs.
 #include <pybind11/stl.h>
 
 #include "py_model.hpp"
@@ -37,6 +38,12 @@ an::PatchMetric patch_metric(const py::tuple& spec, const std::vector<int>& clea
   return mt;
 }
 
+an::PatchDirection direction_of(const std::string& direction) {
+  if (direction == "noising") return an::PatchDirection::Noising;
+  if (direction != "denoising") qkv::usage_error("direction: '" + direction + "' is not noising or denoising");
+  return an::PatchDirection::Denoising;
+}
+
 py::object patch(const ModelPtr& m, const Ids& clean_a, const Ids& corrupt_a, const std::string& hook,
                  const py::tuple& metric_spec, const std::string& direction, bool per_position,
                  const std::string& method) {
@@ -46,9 +53,7 @@ py::object patch(const ModelPtr& m, const Ids& clean_a, const Ids& corrupt_a, co
   an::SweepOptions o;
   o.hook = hook;
   o.per_position = per_position;
-  if (direction == "noising") o.direction = an::PatchDirection::Noising;
-  else if (direction == "denoising") o.direction = an::PatchDirection::Denoising;
-  else qkv::usage_error("direction: '" + direction + "' is not noising or denoising");
+  o.direction = direction_of(direction);
   o.metric = patch_metric(metric_spec, clean);
   const nlohmann::json inputs = {{"clean", clean}, {"corrupt", corrupt}, {"tokens", clean.size()}};
   nlohmann::json j;
@@ -63,12 +68,49 @@ py::object patch(const ModelPtr& m, const Ids& clean_a, const Ids& corrupt_a, co
   return to_py(j);
 }
 
+// One path SENDER:RECEIVER:q|k|v, as `qkv patch --path … --json`.
+py::object path_patch(const ModelPtr& m, const Ids& clean_a, const Ids& corrupt_a, const std::string& path,
+                      const py::tuple& metric_spec, const std::string& direction) {
+  const std::vector<int> clean = ids_from(clean_a), corrupt = ids_from(corrupt_a);
+  const an::PathSpec spec = an::parse_path_spec("path", path);
+  const an::PatchDirection dir = direction_of(direction);
+  const an::PatchMetric metric = patch_metric(metric_spec, clean);
+  const nlohmann::json inputs = {{"clean", clean}, {"corrupt", corrupt}, {"tokens", clean.size()}};
+  nlohmann::json j;
+  {
+    py::gil_scoped_release nogil;
+    j = qkv::report::path_patch_json(an::path_patch(m->lm, clean, corrupt, spec, dir, metric), path, metric, inputs);
+  }
+  return to_py(j);
+}
+
+// Every edge between heads, as `qkv patch --attribution --edges --json`.
+py::object edge_attribution(const ModelPtr& m, const Ids& clean_a, const Ids& corrupt_a, const py::tuple& metric_spec,
+                            const std::string& direction) {
+  const std::vector<int> clean = ids_from(clean_a), corrupt = ids_from(corrupt_a);
+  const an::PatchDirection dir = direction_of(direction);
+  const an::PatchMetric metric = patch_metric(metric_spec, clean);
+  const nlohmann::json inputs = {{"clean", clean}, {"corrupt", corrupt}, {"tokens", clean.size()}};
+  const qkv::LmParams& params = m->grad_params();
+  nlohmann::json j;
+  {
+    py::gil_scoped_release nogil;
+    j = qkv::report::edge_attribution_json(an::edge_attribution(m->lm, params, clean, corrupt, dir, metric), metric,
+                                           inputs);
+  }
+  return to_py(j);
+}
+
 }  // namespace
 
 void bind_patch(py::module_& mod) {
   mod.def("patch", &patch, py::arg("model"), py::arg("clean"), py::arg("corrupt"), py::arg("hook"), py::arg("metric"),
           py::arg("direction"), py::arg("per_position"), py::arg("method"),
           "`qkv patch --hook … --json` (--attribution with method='attribution') as a dict (see qkv.patch).");
+  mod.def("path_patch", &path_patch, py::arg("model"), py::arg("clean"), py::arg("corrupt"), py::arg("path"),
+          py::arg("metric"), py::arg("direction"), "`qkv patch --path … --json` as a dict (see qkv.patch).");
+  mod.def("edge_attribution", &edge_attribution, py::arg("model"), py::arg("clean"), py::arg("corrupt"),
+          py::arg("metric"), py::arg("direction"), "`qkv patch --attribution --edges --json` as a dict (see qkv.patch).");
 }
 
 }  // namespace qkv_py

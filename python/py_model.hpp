@@ -188,6 +188,7 @@ using ModelPtr = std::shared_ptr<PyModel>;
 // The bindings other files add to the module (each file one subject).
 void bind_weights(py::module_& mod);  // weights.cpp: W_Q … b_U, state_dict
 void bind_grad(py::module_& mod);     // grad.cpp: gradients with respect to activations
-void bind_patch(py::module_& mod);    // patch.cpp: activation and attribution patching
+void bind_patch(py::module_& mod);    // patch.cpp: activation, attribution and path patching
+void bind_research(py::module_& mod);  // research.cpp: direct logit attribution, corpus sweeps
 
 }  // namespace qkv_py

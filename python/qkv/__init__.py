@@ -11,6 +11,8 @@
     logits = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_v", zero_head)])
 
     qkv.heads(model), qkv.circuits(model), qkv.tour(model)   # dicts shaped like the CLI's --json
+    qkv.patch(model, clean, corrupt, answer=..., wrong=..., method="activation"|"attribution"|"path")
+    qkv.attribute(model, tokens, answer, wrong), qkv.sweep(model, out, ...), qkv.open_store(out)
 
     model.W_Q[0]                            # [n_heads, d_model, d_head]: a view of c_attn's first third
     model.cfg.n_heads, model.QK(1, 3).svd() # TransformerLens's names; circuits as FactoredMatrix
@@ -42,9 +44,11 @@ from . import grad as _grad
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
 from .patching import patch
+from .research import Store, attribute, open_store, rank_agreement, sweep
 from .weights import WeightsMixin as _WeightsMixin
 
-__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
+__all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "attribute", "sweep",
+           "open_store", "Store", "rank_agreement", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
            "tour", "heatmap", "steering_vector"]
 
 

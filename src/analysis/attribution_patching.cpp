@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "qkv/error.hpp"
 
@@ -61,42 +62,58 @@ LogitMetric logit_metric(const PatchMetric& mt) {
   return loss_metric(mt.loss_positions, mt.targets);
 }
 
-AttributionResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
-                                    const std::vector<int>& corrupt, const SweepOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+AttributionBase attribution_base(const Model& m, const LmParams& params, const std::vector<int>& clean,
+                                 const std::vector<int>& corrupt, const PatchMetric& metric, PatchDirection direction,
+                                 const std::function<bool(const std::string&)>& keep,
+                                 const std::function<bool(const std::string&)>& keep_grads) {
   if (clean.empty()) usage_error("the clean input is empty");
   if (clean.size() != corrupt.size())
     usage_error("clean and corrupt inputs must have equal length (attribution compares activations position by "
                 "position): clean has " + std::to_string(clean.size()) + " tokens, corrupt " +
                 std::to_string(corrupt.size()));
+  AttributionBase r;
+  r.T = int(clean.size());
+  r.T_run = last_position(metric, r.T) + 1;
+  const std::vector<int> c(clean.begin(), clean.begin() + r.T_run), k(corrupt.begin(), corrupt.begin() + r.T_run);
+  // The baselines as activation patching computes them (the last row's logits when the metric reads only it).
+  const int last = r.T_run - 1;
+  r.last_only = metric.kind == PatchMetric::Kind::LogitDiff ||
+                std::all_of(metric.loss_positions.begin(), metric.loss_positions.end(), [&](int p) { return p == last; });
+  const int rows = r.last_only ? 1 : r.T_run;
+  PatchedRun cr = run_patched(m, c, {}, keep, r.last_only), kr = run_patched(m, k, {}, keep, r.last_only);
+  const int V = m.arch.vocab_size;
+  r.clean = metric_value(metric, cr.logits, rows, V, r.T_run);
+  r.corrupt = metric_value(metric, kr.logits, rows, V, r.T_run);
+  const bool noising = direction == PatchDirection::Noising;
+  r.base = std::move(noising ? cr : kr);
+  r.src = std::move(noising ? kr : cr);
+  r.base_metric = noising ? r.clean : r.corrupt;
+  r.grads = run_with_grads(params, noising ? c : k, logit_metric(metric), keep_grads);
+  return r;
+}
+
+double normalised_metric(double m, double clean, double corrupt) { return normalise(m, clean, corrupt); }
+
+AttributionResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
+                                    const std::vector<int>& corrupt, const SweepOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
   AttributionResult r;
   r.hook = o.hook;
   r.direction = o.direction;
-  r.T = int(clean.size());
   r.layers = hook_layers(m, o.hook);
-  r.T_run = last_position(o.metric, r.T) + 1;
   const std::string first = hook_at_layer(o.hook, r.layers[0]);
   r.kind = hook_kind(first);
   r.heads = hook_heads(m.arch, first);
   std::set<std::string> names;
   for (int l : r.layers) names.insert(hook_at_layer(o.hook, l));
   auto keep = [&](const std::string& n) { return names.count(n) > 0; };
-  const std::vector<int> c(clean.begin(), clean.begin() + r.T_run), k(corrupt.begin(), corrupt.begin() + r.T_run);
-  // The baselines as activation patching computes them (the last row's logits when the metric reads only it).
-  const int last = r.T_run - 1;
-  r.last_only = o.metric.kind == PatchMetric::Kind::LogitDiff ||
-                std::all_of(o.metric.loss_positions.begin(), o.metric.loss_positions.end(), [&](int p) { return p == last; });
-  const int rows = r.last_only ? 1 : r.T_run;
-  const PatchedRun cr = run_patched(m, c, {}, keep, r.last_only), kr = run_patched(m, k, {}, keep, r.last_only);
+  const AttributionBase ab = attribution_base(m, params, clean, corrupt, o.metric, o.direction, keep, keep);
+  r.T = ab.T, r.T_run = ab.T_run, r.last_only = ab.last_only, r.clean = ab.clean, r.corrupt = ab.corrupt;
   r.forwards = 2;
-  const int V = m.arch.vocab_size;
-  r.clean = metric_value(o.metric, cr.logits, rows, V, r.T_run);
-  r.corrupt = metric_value(o.metric, kr.logits, rows, V, r.T_run);
-  const bool noising = o.direction == PatchDirection::Noising;
-  const PatchedRun &base = noising ? cr : kr, &src = noising ? kr : cr;
-  const double base_metric = noising ? r.clean : r.corrupt;
-  const GradRun g = run_with_grads(params, noising ? c : k, logit_metric(o.metric), keep);
   r.backwards = 1;
+  const PatchedRun &base = ab.base, &src = ab.src;
+  const double base_metric = ab.base_metric;
+  const GradRun& g = ab.grads;
   std::vector<int> heads = {-1}, positions = {-1};
   if (r.heads > 0) {
     heads.clear();

@@ -409,4 +409,31 @@ PathResult path_patch(const Model& m, const std::vector<int>& clean, const std::
   return r;
 }
 
+PathSpec parse_path_spec(const std::string& arg, const std::string& spec) {
+  auto bad = [&] {
+    usage_error(arg + ": '" + spec + "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
+  };
+  const size_t c1 = spec.find(':'), c2 = c1 == std::string::npos ? c1 : spec.find(':', c1 + 1);
+  if (c2 == std::string::npos || spec.size() != c2 + 2 || spec.size() > 32) bad();
+  auto head = [&](const std::string& x, int& l, int& h) {
+    const size_t dot = x.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 >= x.size() || x.find_first_not_of("0123456789.") != std::string::npos ||
+        x.find('.', dot + 1) != std::string::npos || dot > 9 || x.size() - dot > 10)
+      bad();
+    l = std::stoi(x.substr(0, dot));
+    h = std::stoi(x.substr(dot + 1));
+  };
+  PathSpec s;
+  head(spec.substr(0, c1), s.sender_layer, s.sender_head);
+  head(spec.substr(c1 + 1, c2 - c1 - 1), s.receiver_layer, s.receiver_head);
+  s.input = spec[c2 + 1];
+  if (s.input != 'q' && s.input != 'k' && s.input != 'v') bad();
+  return s;
+}
+
+double fraction_of_receiver_effect(const PathResult& r) {
+  return r.direction == PatchDirection::Noising ? (1 - r.normalised) / (1 - r.receiver_normalised)
+                                                : r.normalised / r.receiver_normalised;
+}
+
 }  // namespace qkv::analysis

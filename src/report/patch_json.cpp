@@ -45,4 +45,47 @@ nlohmann::json attribution_sweep_json(const an::AttributionResult& r, const an::
   return j;
 }
 
+nlohmann::json path_patch_json(const an::PathResult& r, const std::string& path, const an::PatchMetric& metric,
+                               const nlohmann::json& inputs) {
+  auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"path", path},
+          {"direction", an::direction_name(r.direction)},
+          {"metric", metric.describe()},
+          {"inputs", inputs},
+          {"clean", r.clean},
+          {"corrupt", r.corrupt},
+          {"patched", r.metric},
+          {"normalised", r.normalised},
+          {"receiver_only", r.receiver_metric},
+          {"receiver_only_normalised", r.receiver_normalised},
+          {"fraction_of_receiver_effect", finite(an::fraction_of_receiver_effect(r))},
+          {"delta_norm", r.delta_norm},
+          {"forwards", r.forwards}};
+}
+
+nlohmann::json edge_attribution_json(const an::EdgeAttributionResult& r, const an::PatchMetric& metric,
+                                     const nlohmann::json& inputs) {
+  nlohmann::json edges = nlohmann::json::array();
+  for (const auto& e : r.edges)
+    edges.push_back({{"sender_layer", e.sender_layer},
+                     {"sender_head", e.sender_head},
+                     {"receiver_layer", e.receiver_layer},
+                     {"receiver_head", e.receiver_head},
+                     {"input", std::string(1, e.input)},
+                     {"estimate", e.estimate},
+                     {"normalised", std::isfinite(e.normalised) ? nlohmann::json(e.normalised) : nlohmann::json(nullptr)}});
+  return {{"method", "edge_attribution"},
+          {"direction", an::direction_name(r.direction)},
+          {"metric", metric.describe()},
+          {"inputs", inputs},
+          {"clean", r.clean},
+          {"corrupt", r.corrupt},
+          {"tokens_run", r.T_run},
+          {"last_row_only", r.last_only},
+          {"forwards", r.forwards},
+          {"backwards", r.backwards},
+          {"seconds", r.seconds},
+          {"edges", edges}};
+}
+
 }  // namespace qkv::report

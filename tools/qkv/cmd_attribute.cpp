@@ -9,6 +9,7 @@
 #include "qkv/analysis/attribution.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
+#include "qkv/report/attribute_json.hpp"
 #include "qkv/report/table.hpp"
 
 namespace qkv::cli {
@@ -41,32 +42,8 @@ void run_attribute(const AttributeArgs& a) {
     usage_error("--position: " + std::to_string(a.position) + " is outside [0, " +
                 std::to_string(ids.size()) + ")");
   const an::AttributionResult r = an::attribute(m.model, ids, A, B, a.position);
-  auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   if (a.json) {
-    nlohmann::json terms = nlohmann::json::array(), lens = nlohmann::json::array();
-    for (const auto& t : r.terms)
-      terms.push_back(
-          {{"name", t.name}, {"kind", t.kind}, {"layer", t.layer}, {"head", t.head}, {"value", t.value}});
-    for (const auto& l : r.lens)
-      lens.push_back({{"where", l.where},
-                      {"layer", l.layer},
-                      {"logit_diff", l.logit_diff},
-                      {"top_token", l.top_token},
-                      {"top_label", label(m, l.top_token)},
-                      {"answer_rank", l.answer_rank}});
-    print_json({{"tokens", ids},
-                {"position", r.position},
-                {"answer", r.answer},
-                {"wrong", r.wrong},
-                {"logit_diff", r.logit_diff},
-                {"sum_terms", r.sum_terms},
-                {"sum_minus_logit_diff", finite(r.sum_minus_logit_diff)},
-                {"norm_scale", r.norm_scale},
-                {"per_head", r.per_head},
-                {"heads_vs_attn_out_max_abs", r.heads_vs_attn_out_max_abs},
-                {"note", r.note},
-                {"terms", terms},
-                {"lens", lens}});
+    print_json(report::attribute_json(r, ids, [&](int id) { return label(m, id); }));
     return;
   }
   std::cout << "direct logit attribution of logit['" << label(m, A) << "'] − logit['" << label(m, B)

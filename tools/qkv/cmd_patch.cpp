@@ -1,6 +1,7 @@
 // qkv patch — activation patching over every layer × head (× position) of one hook (or, with
 // --attribution, its first-order estimate from one backward), or path patching from a sender head into a
 // receiver head's q/k/v: a table, --json, and an SVG heatmap.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <set>
@@ -9,6 +10,7 @@
 #include "model_input.hpp"
 #include "qkv/analysis/head_detector.hpp"
 #include "qkv/analysis/attribution_patching.hpp"
+#include "qkv/analysis/edge_attribution.hpp"
 #include "qkv/analysis/patching.hpp"
 #include "qkv/error.hpp"
 #include "qkv/io/atomic_file.hpp"
@@ -54,7 +56,7 @@ struct PatchArgs {
   std::string answer, wrong, loss_positions;
   int position = -1;
   std::string hook, direction = "noising", path, svg;
-  bool per_position = false, json = false, attribution = false;
+  bool per_position = false, json = false, attribution = false, edges = false;
 };
 
 std::vector<int> ids_of(const LoadedLM& m, const std::string& targ, const std::string& text,
@@ -210,42 +212,11 @@ void run_path(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in, an::
   const int T = int(clean.size());
   if (!a.hook.empty()) usage_error("--path: give either --hook (a sweep) or --path (one path)");
   if (a.attribution) usage_error("--attribution: estimates a --hook sweep's sites; path patching (--path) has none");
-  // SENDER:RECEIVER:q|k|v with heads as L.H
-  an::PathSpec s;
-  auto bad = [&] {
-    usage_error("--path: '" + a.path +
-                "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
-  };
-  const size_t c1 = a.path.find(':'), c2 = c1 == std::string::npos ? c1 : a.path.find(':', c1 + 1);
-  if (c2 == std::string::npos || a.path.size() != c2 + 2) bad();
-  auto head = [&](const std::string& x, int& l, int& h) {
-    const size_t dot = x.find('.');
-    if (dot == std::string::npos) bad();
-    l = parse_ints("--path", x.substr(0, dot))[0];
-    h = parse_ints("--path", x.substr(dot + 1))[0];
-  };
-  head(a.path.substr(0, c1), s.sender_layer, s.sender_head);
-  head(a.path.substr(c1 + 1, c2 - c1 - 1), s.receiver_layer, s.receiver_head);
-  s.input = a.path[c2 + 1];
+  const an::PathSpec s = an::parse_path_spec("--path", a.path);
   const an::PathResult r = an::path_patch(m.model, clean, corrupt, s, dir, metric);
-  // the share of the receiver's whole q/k/v effect that this one path carries
-  const double frac = dir == an::PatchDirection::Noising ? (1 - r.normalised) / (1 - r.receiver_normalised)
-                                                         : r.normalised / r.receiver_normalised;
+  const double frac = an::fraction_of_receiver_effect(r);  // the share of the receiver's effect the path carries
   if (a.json) {
-    print_json({{"path", a.path},
-                {"direction", an::direction_name(dir)},
-                {"metric", metric.describe()},
-                {"inputs", inputs},
-                {"clean", r.clean},
-                {"corrupt", r.corrupt},
-                {"patched", r.metric},
-                {"normalised", r.normalised},
-                {"receiver_only", r.receiver_metric},
-                {"receiver_only_normalised", r.receiver_normalised},
-                {"fraction_of_receiver_effect",
-                 std::isfinite(frac) ? nlohmann::json(frac) : nlohmann::json(nullptr)},
-                {"delta_norm", r.delta_norm},
-                {"forwards", r.forwards}});
+    print_json(report::path_patch_json(r, a.path, metric, inputs));
     return;
   }
   std::cout << "path patching (" << an::direction_name(dir) << ") " << s.sender_layer << "." << s.sender_head
@@ -350,6 +321,31 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
             << fmt(r.seconds, 2) << " s" << (a.svg.empty() ? "" : "; heatmap: " + a.svg) << "\n";
 }
 
+// --attribution --edges: every sender → receiver q/k/v edge between heads, estimated from one backward.
+void run_edges(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in, an::PatchDirection dir,
+               const an::PatchMetric& metric, const nlohmann::json& inputs) {
+  if (!a.attribution) usage_error("--edges: edge attribution patching is --attribution --edges");
+  if (!a.hook.empty() || a.per_position || !a.svg.empty())
+    usage_error("--edges: every edge between heads; give no --hook, --per-position or --svg");
+  const an::EdgeAttributionResult r = an::edge_attribution(m.model, grad_params(m.model), in.clean, in.corrupt, dir, metric);
+  if (a.json) return print_json(report::edge_attribution_json(r, metric, inputs));
+  std::cout << "edge attribution patching (" << an::direction_name(dir) << ") on " << in.clean.size()
+            << " tokens; metric " << metric.describe() << ": clean " << fmt(r.clean, 4) << ", corrupt "
+            << fmt(r.corrupt, 4) << "\nestimate = (sender's output, " << (dir == an::PatchDirection::Noising ? "corrupt − clean" : "clean − corrupt")
+            << ") · ∂metric/∂(receiver's q|k|v input); the 20 largest |estimate| of " << r.edges.size() << " edges:\n\n";
+  std::vector<an::Edge> top = r.edges;
+  std::stable_sort(top.begin(), top.end(), [](const an::Edge& x, const an::Edge& y) { return std::fabs(x.estimate) > std::fabs(y.estimate); });
+  report::Table t({"sender", "receiver", "input", "estimate", "normalised"});
+  for (size_t i = 0; i < std::min<size_t>(20, top.size()); i++) {
+    const an::Edge& e = top[i];
+    t.add({std::to_string(e.sender_layer) + "." + std::to_string(e.sender_head),
+           std::to_string(e.receiver_layer) + "." + std::to_string(e.receiver_head), std::string(1, e.input),
+           fmt(e.estimate, 4), fmt(e.normalised, 3)});
+  }
+  std::cout << t.str() << "\n" << r.forwards << " forwards and " << r.backwards << " backward of " << r.T_run
+            << " tokens, " << fmt(r.seconds, 2) << " s\n";
+}
+
 void run_patch(const PatchArgs& a) {
   const LoadedLM m = load_lm_arg(a.m);
   const PatchInputs in = patch_inputs(m, a);
@@ -357,6 +353,7 @@ void run_patch(const PatchArgs& a) {
   const an::PatchDirection dir = patch_direction(a);
   const nlohmann::json inputs = {{"clean", in.clean}, {"corrupt", in.corrupt}, {"tokens", in.clean.size()}};
   if (!a.path.empty()) return run_path(m, a, in, dir, metric, inputs);
+  if (a.edges) return run_edges(m, a, in, dir, metric, inputs);
   run_hook_sweep(m, a, in, dir, metric, inputs);
 }
 
@@ -396,6 +393,10 @@ void register_patch(CLI::App& app) {
                 "attribution patching: every site estimated to first order, (source − base activation) · "
                 "∂metric/∂activation, from one backward instead of one forward per site (--json: each site's "
                 "\"estimate\")");
+  cmd->add_flag("--edges", a->edges,
+                "with --attribution: edge attribution patching, every sender head → later receiver head's q, k or v "
+                "input, (sender's output difference in the residual) · ∂metric/∂(receiver's input) (--json: "
+                "\"edges\", docs/patching.md)");
   cmd->add_option("--direction", a->direction,
                   "noising (clean run, corrupt activation in; default) or denoising");
   cmd->add_option("--path", a->path,

@@ -9,6 +9,8 @@
 // Cost: a forward of each input (the activations and the two baselines, as activation patching's) and one
 // training forward + backward of the base input (lm_grad.hpp) for every site together.
 #pragma once
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "qkv/analysis/patching.hpp"
@@ -29,5 +31,24 @@ LogitMetric logit_metric(const PatchMetric& metric);
 // not called (there is no per-site work worth reporting).
 AttributionResult attribution_sweep(const Model& model, const LmParams& params, const std::vector<int>& clean,
                                     const std::vector<int>& corrupt, const SweepOptions& options);
+
+// What attribution patching and edge attribution patching (edge_attribution.hpp) share: the inputs truncated
+// after the metric's last position (T_run), the two baseline forwards keeping `keep`'s activations (the base
+// run: clean when noising, corrupt when denoising; the source run: the other), their metrics, and one
+// training forward + backward of the base input with the gradients at `keep_grads`' hook points. Bad inputs
+// (unequal lengths, a metric position past the end): qkv::Error (Usage).
+struct AttributionBase {
+  int T = 0, T_run = 0;
+  bool last_only = false;
+  double clean = 0, corrupt = 0, base_metric = 0;
+  PatchedRun base, src;
+  GradRun grads;
+};
+AttributionBase attribution_base(const Model& model, const LmParams& params, const std::vector<int>& clean,
+                                 const std::vector<int>& corrupt, const PatchMetric& metric, PatchDirection direction,
+                                 const std::function<bool(const std::string&)>& keep,
+                                 const std::function<bool(const std::string&)>& keep_grads);
+// (m − corrupt)/(clean − corrupt); nan when clean = corrupt.
+double normalised_metric(double m, double clean, double corrupt);
 
 }  // namespace qkv::analysis

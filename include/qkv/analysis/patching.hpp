@@ -144,5 +144,11 @@ struct PathResult {
 PathResult path_patch(const Model& model, const std::vector<int>& clean, const std::vector<int>& corrupt,
                       const PathSpec& spec, PatchDirection direction, const PatchMetric& metric);
 
+// "SENDER:RECEIVER:q|k|v" with heads as LAYER.HEAD, e.g. "0.1:1.0:k" (the CLI's --path, Python's path=);
+// anything else: qkv::Error (Usage) naming `arg`. The heads' ranges are path_patch's to check.
+PathSpec parse_path_spec(const std::string& arg, const std::string& spec);
+// The share of the receiver's whole q/k/v effect that the one path carries (nan when the receiver has none).
+double fraction_of_receiver_effect(const PathResult& r);
+
 
 }  // namespace qkv::analysis

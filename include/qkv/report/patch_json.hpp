@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/analysis/attribution_patching.hpp"
+#include "qkv/analysis/edge_attribution.hpp"
 #include "qkv/analysis/patching.hpp"
 
 namespace qkv::report {
@@ -18,5 +19,16 @@ nlohmann::json patch_sweep_json(const analysis::SweepResult& r, const analysis::
 // and "backwards" (training forward + backward passes).
 nlohmann::json attribution_sweep_json(const analysis::AttributionResult& r, const analysis::PatchMetric& metric,
                                       const nlohmann::json& inputs, const std::string& svg);
+
+// `qkv patch --path … --json`: one path SENDER:RECEIVER:q|k|v (as given) against the receiver's whole input.
+nlohmann::json path_patch_json(const analysis::PathResult& r, const std::string& path, const analysis::PatchMetric& metric,
+                               const nlohmann::json& inputs);
+
+// `qkv patch --attribution --edges --json` (docs/patching.md): {"method": "edge_attribution", "direction",
+// "metric", "inputs", "clean", "corrupt", "tokens_run", "last_row_only", "forwards", "backwards", "seconds",
+// "edges": [{"sender_layer", "sender_head", "receiver_layer", "receiver_head", "input", "estimate",
+// "normalised"}, …]}.
+nlohmann::json edge_attribution_json(const analysis::EdgeAttributionResult& r, const analysis::PatchMetric& metric,
+                                     const nlohmann::json& inputs);
 
 }  // namespace qkv::report
