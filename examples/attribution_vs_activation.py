@@ -1,5 +1,6 @@
-"""How well attribution patching (one backward) ranks sites against activation patching (one forward per site)
-on the bundled models: Spearman's ρ of the two effects and the overlap of their top-k sites by |effect|.
+"""How well attribution patching (one backward) ranks sites against activation patching (one forward per site),
+and edge attribution patching ranks edges between heads against path patching, on the bundled models:
+Spearman's ρ of the two effects and the overlap of their top-k sites by |effect| (qkv.rank_agreement).
 
 The task is `qkv patch --repeated`'s: a random sequence r of 12 tokens repeated (clean r r; corrupt r' r,
 the first copy replaced), the metric the mean loss of the second copy's next tokens. Each site's effect is
@@ -19,17 +20,6 @@ ROWS = [("attn.hook_z", False), ("attn.hook_z", True), ("attn.hook_pattern", Tru
         ("attn.hook_v", True), ("hook_resid_pre", True)]
 
 
-def spearman(a, b):
-    """Spearman's rank correlation (ties broken by order; the effects here are continuous)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def top_overlap(a, b, k):
-    """The share of the k largest |a| that are among the k largest |b|."""
-    return len(set(np.argsort(-np.abs(a))[:k]) & set(np.argsort(-np.abs(b))[:k])) / k
-
-
 def task(model, n=12, seed=0):
     """(clean, corrupt, loss positions): r r against r' r, the loss on the second copy."""
     rng = np.random.default_rng(seed)
@@ -46,9 +36,25 @@ def compare(model, hook, per_position, direction):
     base = act["clean"] if direction == "noising" else act["corrupt"]
     x = np.array([s["metric"] for s in act["sites"]]) - base
     y = np.array([s["estimate"] for s in att["sites"]])
-    k = 3 if len(x) <= 16 else max(3, len(x) // 10)
+    r = qkv.rank_agreement(x, y)
     what = ("head" if act["kind"] != "rows" else "layer") + ("×pos" if per_position else "")
-    return what, len(x), spearman(x, y), k, top_overlap(x, y, k)
+    return what, r["n"], r["spearman"], r["k"], r["top_k_overlap"]
+
+
+def compare_edges(model, direction):
+    """Edge attribution (one backward) against path patching of every edge (6 forwards each), as compare."""
+    clean, corrupt, loss = task(model)
+    kw = dict(loss_positions=loss, direction=direction)
+    att = qkv.patch(model, clean, corrupt, method="attribution", edges=True, **kw)
+    x, y = [], []
+    for e in att["edges"]:
+        spec = "%d.%d:%d.%d:%s" % (e["sender_layer"], e["sender_head"], e["receiver_layer"], e["receiver_head"],
+                                   e["input"])
+        p = qkv.patch(model, clean, corrupt, method="path", path=spec, **kw)
+        x.append(p["patched"] - (p["clean"] if direction == "noising" else p["corrupt"]))
+        y.append(e["estimate"])
+    r = qkv.rank_agreement(x, y)
+    return "edge", r["n"], r["spearman"], r["k"], r["top_k_overlap"]
 
 
 def main():
@@ -56,9 +62,10 @@ def main():
     print("%-16s %-18s %-9s %-10s %5s %6s %10s" % ("model", "hook", "sites", "direction", "n", "rho", "top-k"))
     for path in paths:
         model = qkv.load(path)
-        for hook, pp in ROWS:
+        for hook, pp in ROWS + [("edges", None)]:
             for direction in ("noising", "denoising"):
-                what, n, rho, k, top = compare(model, hook, pp, direction)
+                what, n, rho, k, top = (compare_edges(model, direction) if pp is None
+                                        else compare(model, hook, pp, direction))
                 print("%-16s %-18s %-9s %-10s %5d %6.2f %5.2f (k=%d)" % (
                     pathlib.Path(path).name, hook, what, direction, n, rho, top, k))
 
