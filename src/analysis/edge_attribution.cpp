@@ -84,7 +84,7 @@ EdgeAttributionResult edge_attribution(const Model& m, const LmParams& params, c
   r.T = ab.T, r.T_run = ab.T_run, r.last_only = ab.last_only, r.clean = ab.clean, r.corrupt = ab.corrupt;
   const int T = ab.T_run, d = a.d, dh = a.dh, H = a.H, G = a.H / a.n_kv;
   const std::vector<std::vector<double>> delta = sender_deltas(m, ab);
-  std::vector<double> g(size_t(T) * d), du(size_t(d));
+  std::vector<double> g(static_cast<size_t>(T) * d), du(static_cast<size_t>(d));
   for (int lr = 1; lr < a.n_layer; lr++) {
     const std::vector<HeadWeights> hw = layer_head_weights(m, lr, true);  // γ folded into W_Q/K/V's rows
     const float* x = ab.base.acts.at(block(lr) + "hook_resid_pre").data();
