@@ -29,6 +29,15 @@ namespace py = pybind11;
 
 // ---- conversions -----------------------------------------------------------------------------------
 
+// UTF-8 that may be cut inside a character (a byte-level token) as str, bad bytes as U+FFFD.
+inline py::str lenient_str(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// A JSON document as Python objects; strings whose bytes are not UTF-8 (a byte-level token's label) get U+FFFD,
+// as the CLI's --json prints them (error_handler_t::replace).
 inline py::object to_py(const nlohmann::json& j) {
   switch (j.type()) {
     case nlohmann::json::value_t::null: return py::none();
@@ -36,7 +45,7 @@ inline py::object to_py(const nlohmann::json& j) {
     case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
     case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::string: return lenient_str(j.get_ref<const std::string&>());
     case nlohmann::json::value_t::array: {
       py::list l;
       for (const auto& e : j) l.append(to_py(e));
@@ -49,13 +58,6 @@ inline py::object to_py(const nlohmann::json& j) {
     }
     default: return py::none();
   }
-}
-
-// UTF-8 that may be cut inside a character (a byte-level token) as str, bad bytes as U+FFFD.
-inline py::str lenient_str(const std::string& s) {
-  PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::str>(o);
 }
 
 inline std::vector<int> ids_from(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a) {

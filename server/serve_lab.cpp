@@ -16,6 +16,8 @@
 #include "qkv/analysis/patching.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
+#include "qkv/report/attribute_json.hpp"
+#include "qkv/report/patch_json.hpp"
 #include "service.hpp"
 
 namespace qkv::server {
@@ -353,45 +355,14 @@ json Service::path_patch(const json& req) {
     bad("path patching takes no \"hook\" or \"per_position\"");
   rest["hook"] = "attn.hook_z";  // unused: patch_job reads the inputs and the metric
   const PatchJob job = patch_job(rest, false);
-  an::PathSpec sp;
-  auto refuse = [&] {
-    bad("\"path\": '" + path + "' is not SENDER:RECEIVER:q|k|v with heads as LAYER.HEAD, e.g. 0.1:1.0:k");
-  };
-  const size_t c1 = path.find(':'), c2 = c1 == std::string::npos ? c1 : path.find(':', c1 + 1);
-  if (c2 == std::string::npos || path.size() != c2 + 2 || path.size() > 32) refuse();
-  auto head = [&](const std::string& x, int& l, int& h) {
-    const size_t dot = x.find('.');
-    if (dot == std::string::npos || dot == 0 || dot + 1 >= x.size() ||
-        x.find_first_not_of("0123456789.") != std::string::npos || x.find('.', dot + 1) != std::string::npos)
-      refuse();
-    l = std::stoi(x.substr(0, dot));
-    h = std::stoi(x.substr(dot + 1));
-  };
-  head(path.substr(0, c1), sp.sender_layer, sp.sender_head);
-  head(path.substr(c1 + 1, c2 - c1 - 1), sp.receiver_layer, sp.receiver_head);
-  sp.input = path[c2 + 1];
+  const an::PathSpec sp = an::parse_path_spec("\"path\"", path);
   an::PathResult r;
   {
     Slot slot(forwards_);
     r = an::path_patch(lm_, job.clean, job.corrupt, sp, job.o.direction,
                        job.o.metric);  // refuses bad heads (400)
   }
-  const bool noising = job.o.direction == an::PatchDirection::Noising;
-  const double frac =
-      noising ? (1 - r.normalised) / (1 - r.receiver_normalised) : r.normalised / r.receiver_normalised;
-  return {{"path", path},
-          {"direction", an::direction_name(job.o.direction)},
-          {"metric", job.o.metric.describe()},
-          {"inputs", job.inputs},
-          {"clean", r.clean},
-          {"corrupt", r.corrupt},
-          {"patched", r.metric},
-          {"normalised", num_or_null(r.normalised)},
-          {"receiver_only", r.receiver_metric},
-          {"receiver_only_normalised", num_or_null(r.receiver_normalised)},
-          {"fraction_of_receiver_effect", num_or_null(frac)},
-          {"delta_norm", r.delta_norm},
-          {"forwards", r.forwards}};
+  return qkv::report::path_patch_json(r, path, job.o.metric, job.inputs);
 }
 
 json Service::patch_progress(const json& req) {
@@ -437,35 +408,13 @@ json Service::attribute(const json& req) {
     Slot slot(forwards_);
     r = an::attribute(lm_, ids, A, B, position);
   }
-  json terms = json::array(), lens = json::array();
-  for (const auto& t : r.terms)
-    terms.push_back(
-        {{"name", t.name}, {"kind", t.kind}, {"layer", t.layer}, {"head", t.head}, {"value", t.value}});
-  for (const auto& l : r.lens)
-    lens.push_back({{"where", l.where},
-                    {"layer", l.layer},
-                    {"logit_diff", l.logit_diff},
-                    {"top_token", l.top_token},
-                    {"top_label", labels({l.top_token})[0]},
-                    {"answer_rank", l.answer_rank}});
-  return {{"tokens", ids},
-          {"labels", labels(ids)},
-          {"position", r.position},
-          {"answer", r.answer},
-          {"wrong", r.wrong},
-          {"answer_label", labels({r.answer})[0]},
-          {"wrong_label", labels({r.wrong})[0]},
-          {"logit_diff", r.logit_diff},
-          {"sum_terms", r.sum_terms},
-          {"sum_minus_logit_diff", num_or_null(r.sum_minus_logit_diff)},
-          {"norm_scale", r.norm_scale},
-          {"per_head", r.per_head},
-          {"heads_vs_attn_out_max_abs", r.heads_vs_attn_out_max_abs},
-          {"note", r.note},
-          {"n_layer", a.n_layer},
-          {"n_head", a.H},
-          {"terms", terms},
-          {"lens", lens}};
+  json j = qkv::report::attribute_json(r, ids, [&](int id) { return labels({id})[0]; });
+  j.update({{"labels", labels(ids)},
+            {"answer_label", labels({r.answer})[0]},
+            {"wrong_label", labels({r.wrong})[0]},
+            {"n_layer", a.n_layer},
+            {"n_head", a.H}});
+  return j;
 }
 
 // One site: the base run and the patched run over all T tokens, every layer's pattern kept; the site's
