@@ -85,12 +85,13 @@ def path_metric(m, base, delta, layer, c, j, eps, A, B, pos):
     return metric_of(m.run_with_hooks(base, fwd_hooks=[(name, put)]), A, B, pos)
 
 
-def check_edges_against_first_order(m, direction):
+def check_edges_against_first_order(m, direction, largest_only=None):
     """Every edge estimate of m against an independent first-order computation: Δ = (z_source − z_base)[:, h] ·
     W_O[l, h] in float64 from the cached z and model.W_O, and the derivative d/dε metric(x + εΔ into only the
     receiver's input) by central differences through hooks, Richardson-extrapolated (ε = 0.04 and 0.02: the ε²
     term cancels; measured error ≤ 1e-4 of the largest estimate on the bundled models). A wrong norm
-    backward, head or γ is off by far more (dropping LayerNorm's centring fails it)."""
+    backward, head or γ is off by far more (dropping LayerNorm's centring fails it). largest_only: check only
+    that many edges of largest |estimate| (and every edge's sign of life: some estimate is not small)."""
     clean, corrupt, A, B, pos = task(m)
     got = qkv.patch(m, clean, corrupt, answer=A, wrong=B, position=pos, direction=direction, method="attribution",
                     edges=True)
@@ -99,9 +100,10 @@ def check_edges_against_first_order(m, direction):
     _, bc = m.run_with_cache(base)
     _, sc = m.run_with_cache(src)
     eps = 0.04
-    largest = max(abs(e["estimate"]) for e in got["edges"])
+    edges = sorted(got["edges"], key=lambda e: -abs(e["estimate"]))[:largest_only]
+    largest = abs(edges[0]["estimate"])
     assert largest > 1e-2
-    for e in got["edges"]:
+    for e in edges:
         l, h = e["sender_layer"], e["sender_head"]
         dz = sc["blocks.%d.attn.hook_z" % l][:, h].astype(np.float64) - bc["blocks.%d.attn.hook_z" % l][:, h]
         delta = (dz @ m.W_O[l, h].astype(np.float64)).astype(np.float32)
@@ -123,7 +125,7 @@ def test_edge_estimates_are_the_first_order_change(path, direction):
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "mistral", "qwen2", "gemma", "gpt_neox", "phi3", "gpt_neo"])
 def test_edge_estimates_on_every_family(family_model, arch):
     # the tiny random checkpoints of every family with per-head outputs (Gemma 2's post-norm is refused below)
-    check_edges_against_first_order(family_model(arch), "noising")
+    check_edges_against_first_order(family_model(arch), "noising", largest_only=12)
 
 
 def test_edges_are_refused_where_undefined(family_model):
