@@ -25,6 +25,7 @@ std::vector<std::vector<double>> sender_deltas(const Model& m, const Attribution
   for (int l = 0; l + 1 < a.n_layer; l++) {
     const std::vector<HeadWeights> hw = layer_head_weights(m, l);
     const float *zs = ab.src.acts.at(block(l) + "attn.hook_z").data(), *zb = ab.base.acts.at(block(l) + "attn.hook_z").data();
+#pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
       std::vector<double>& D = out[size_t(l) * H + size_t(h)];
       D.assign(size_t(T) * d, 0.0);
@@ -84,7 +85,7 @@ EdgeAttributionResult edge_attribution(const Model& m, const LmParams& params, c
   r.T = ab.T, r.T_run = ab.T_run, r.last_only = ab.last_only, r.clean = ab.clean, r.corrupt = ab.corrupt;
   const int T = ab.T_run, d = a.d, dh = a.dh, H = a.H, G = a.H / a.n_kv;
   const std::vector<std::vector<double>> delta = sender_deltas(m, ab);
-  std::vector<double> g(static_cast<size_t>(T) * d), du(static_cast<size_t>(d));
+  std::vector<double> g(static_cast<size_t>(T) * d);
   for (int lr = 1; lr < a.n_layer; lr++) {
     const std::vector<HeadWeights> hw = layer_head_weights(m, lr, true);  // γ folded into W_Q/K/V's rows
     const float* x = ab.base.acts.at(block(lr) + "hook_resid_pre").data();
@@ -94,7 +95,10 @@ EdgeAttributionResult edge_attribution(const Model& m, const LmParams& params, c
       for (int j = 0; j < n; j++) {
         const HeadWeights& w = hw[size_t(c == 'q' ? j : j * G)];
         const Matrix& W = c == 'q' ? w.W_Q : c == 'k' ? w.W_K : w.W_V;
+        // Each row and each sender on its own: the sums run in one order whatever the threads.
+#pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++) {
+          std::vector<double> du(static_cast<size_t>(d));
           for (int i = 0; i < d; i++) {
             double s = 0;
             for (int e = 0; e < dh; e++) s += double(dc[(size_t(t) * n + size_t(j)) * dh + size_t(e)]) * W(i, e);
@@ -103,13 +107,17 @@ EdgeAttributionResult edge_attribution(const Model& m, const LmParams& params, c
           norm_backward(a, x + size_t(t) * d, du);
           std::copy(du.begin(), du.end(), g.begin() + long(size_t(t) * d));
         }
-        for (int ls = 0; ls < lr; ls++)
-          for (int h = 0; h < H; h++) {
-            const std::vector<double>& D = delta[size_t(ls) * H + size_t(h)];
-            double est = 0;
-            for (size_t i = 0; i < g.size(); i++) est += D[i] * g[i];
-            r.edges.push_back({ls, h, lr, j, c, est, normalised_metric(ab.base_metric + est, r.clean, r.corrupt)});
-          }
+        std::vector<double> est(size_t(lr) * H);
+#pragma omp parallel for schedule(static)
+        for (int s = 0; s < lr * H; s++) {
+          const std::vector<double>& D = delta[size_t(s)];
+          double sum = 0;
+          for (size_t i = 0; i < g.size(); i++) sum += D[i] * g[i];
+          est[size_t(s)] = sum;
+        }
+        for (int s = 0; s < lr * H; s++)
+          r.edges.push_back({s / H, s % H, lr, j, c, est[size_t(s)],
+                             normalised_metric(ab.base_metric + est[size_t(s)], r.clean, r.corrupt)});
       }
     }
   }
