@@ -61,7 +61,7 @@ LogitMetric logit_metric(const PatchMetric& mt) {
   return loss_metric(mt.loss_positions, mt.targets);
 }
 
-AttributionResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
+AttributionPatchResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
                                     const std::vector<int>& corrupt, const SweepOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (clean.empty()) usage_error("the clean input is empty");
@@ -69,7 +69,7 @@ AttributionResult attribution_sweep(const Model& m, const LmParams& params, cons
     usage_error("clean and corrupt inputs must have equal length (attribution compares activations position by "
                 "position): clean has " + std::to_string(clean.size()) + " tokens, corrupt " +
                 std::to_string(corrupt.size()));
-  AttributionResult r;
+  AttributionPatchResult r;
   r.hook = o.hook;
   r.direction = o.direction;
   r.T = int(clean.size());

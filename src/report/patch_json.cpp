@@ -36,7 +36,7 @@ nlohmann::json patch_sweep_json(const an::SweepResult& r, const an::PatchMetric&
           {"svg", svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(svg)}};
 }
 
-nlohmann::json attribution_sweep_json(const an::AttributionResult& r, const an::PatchMetric& metric,
+nlohmann::json attribution_sweep_json(const an::AttributionPatchResult& r, const an::PatchMetric& metric,
                                       const nlohmann::json& inputs, const std::string& svg) {
   nlohmann::json j = patch_sweep_json(r, metric, inputs, svg);
   j["method"] = "attribution";

@@ -16,7 +16,7 @@ nlohmann::json patch_sweep_json(const analysis::SweepResult& r, const analysis::
                                 const nlohmann::json& inputs, const std::string& svg);
 // The same keys ("method": "attribution"), each site with "estimate" (metric = base metric + estimate),
 // and "backwards" (training forward + backward passes).
-nlohmann::json attribution_sweep_json(const analysis::AttributionResult& r, const analysis::PatchMetric& metric,
+nlohmann::json attribution_sweep_json(const analysis::AttributionPatchResult& r, const analysis::PatchMetric& metric,
                                       const nlohmann::json& inputs, const std::string& svg);
 
 }  // namespace qkv::report
