@@ -94,10 +94,10 @@ AttributionBase attribution_base(const Model& m, const LmParams& params, const s
 
 double normalised_metric(double m, double clean, double corrupt) { return normalise(m, clean, corrupt); }
 
-AttributionSweepResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
+AttributionPatchResult attribution_sweep(const Model& m, const LmParams& params, const std::vector<int>& clean,
                                     const std::vector<int>& corrupt, const SweepOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  AttributionSweepResult r;
+  AttributionPatchResult r;
   r.hook = o.hook;
   r.direction = o.direction;
   r.layers = hook_layers(m, o.hook);

@@ -49,7 +49,7 @@ json patch_sweep_json(const an::SweepResult& r, const an::PatchMetric& metric, c
   return j;
 }
 
-json attribution_sweep_json(const an::AttributionSweepResult& r, const an::PatchMetric& metric, const json& inputs,
+json attribution_sweep_json(const an::AttributionPatchResult& r, const an::PatchMetric& metric, const json& inputs,
                             const std::string& svg) {
   json j = patch_sweep_json(r, metric, inputs, svg);
   j["method"] = "attribution";

@@ -246,7 +246,7 @@ void run_hook_sweep(const LoadedLM& m, const PatchArgs& a, const PatchInputs& in
   o.per_position = a.per_position;
   o.direction = dir;
   o.metric = metric;
-  an::AttributionSweepResult att;
+  an::AttributionPatchResult att;
   an::SweepResult act;
   if (a.attribution)
     att = an::attribution_sweep(m.model, grad_params(m.model), clean, corrupt, o);

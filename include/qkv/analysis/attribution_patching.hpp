@@ -18,7 +18,7 @@
 
 namespace qkv::analysis {
 
-struct AttributionSweepResult : SweepResult {
+struct AttributionPatchResult : SweepResult {
   std::vector<double> estimate;  // per site: the first-order change of the metric (metric = base + estimate)
   int backwards = 0;             // training forward + backward passes run (1)
 };
@@ -29,7 +29,7 @@ LogitMetric logit_metric(const PatchMetric& metric);
 // Every site of options.hook, as patch_sweep enumerates them, estimated from gradients. params: the
 // model's weights as a trainable copy (grad_params(model)), the backward's input. options.progress is
 // not called (there is no per-site work worth reporting).
-AttributionSweepResult attribution_sweep(const Model& model, const LmParams& params, const std::vector<int>& clean,
+AttributionPatchResult attribution_sweep(const Model& model, const LmParams& params, const std::vector<int>& clean,
                                     const std::vector<int>& corrupt, const SweepOptions& options);
 
 // What attribution patching and edge attribution patching (edge_attribution.hpp) share: the inputs truncated

@@ -17,7 +17,7 @@ nlohmann::json patch_sweep_json(const analysis::SweepResult& r, const analysis::
                                 const nlohmann::json& inputs, const std::string& svg);
 // The same keys ("method": "attribution"), each site with "estimate" (metric = base metric + estimate),
 // and "backwards" (training forward + backward passes).
-nlohmann::json attribution_sweep_json(const analysis::AttributionSweepResult& r, const analysis::PatchMetric& metric,
+nlohmann::json attribution_sweep_json(const analysis::AttributionPatchResult& r, const analysis::PatchMetric& metric,
                                       const nlohmann::json& inputs, const std::string& svg);
 
 // `qkv patch --path … --json`: one path SENDER:RECEIVER:q|k|v (as given) against the receiver's whole input.
