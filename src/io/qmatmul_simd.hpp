@@ -72,27 +72,38 @@ QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const floa
   }
 }
 
+// The decoders of qblock_decode.hpp, one per type; an ISA's file may replace some with its own.
+struct PlainDecoders {
+  using F32 = DecF32;
+  using F16 = DecF16;
+  using BF16 = DecBF16;
+  using Q8_0 = DecQ8_0;
+  using Q4_0 = DecQ4_0;
+  using Q4_K = DecQ4_K;
+  using Q6_K = DecQ6_K;
+};
+
 // The entry each ISA's file exports: the type's decoder picked, rows [n0, n1) of W done. False for a type
 // without a decoder.
-template <class Isa>
+template <class Isa, class D = PlainDecoders>
 QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, const float* x, int ldx, int M,
                            float* y, int ldy, bool accumulate) {
   const auto* W = static_cast<const unsigned char*>(Wv);
   switch (t) {
     case GgmlType::F32:
-      return rows_all<Isa, DecF32>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::F32>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::F16:
-      return rows_all<Isa, DecF16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::F16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::BF16:
-      return rows_all<Isa, DecBF16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::BF16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q8_0:
-      return rows_all<Isa, DecQ8_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::Q8_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q4_0:
-      return rows_all<Isa, DecQ4_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::Q4_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q4_K:
-      return rows_all<Isa, DecQ4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::Q4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q6_K:
-      return rows_all<Isa, DecQ6_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+      return rows_all<Isa, typename D::Q6_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     default:
       return false;
   }
