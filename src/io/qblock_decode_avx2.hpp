@@ -47,24 +47,29 @@ struct DecBF16Avx2 {
   }
 };
 
+// Q8_0, Q4_0 and Q4_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx2 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
       const __m256 d = _mm256_set1_ps(half_to_float(u16_at(b)));
-      for (int h = 0; h < 4; ++h)
-        _mm256_store_ps(tile + i + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(b + 2 + 8 * h)), d));
+      for (int h = 0; h < 4; h += 2)
+        acc(i + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(b + 2 + 8 * h)), d), i + 8 * h + 8,
+            _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(b + 10 + 8 * h)), d));
     }
-    return tile;
   }
 };
 
 struct DecQ4_0Avx2 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 18;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
@@ -73,18 +78,19 @@ struct DecQ4_0Avx2 {
         const __m256i q = u8x8(b + 2 + 8 * h);
         const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
         const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight);
-        _mm256_store_ps(tile + i + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
-        _mm256_store_ps(tile + i + 16 + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+        acc(i + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d), i + 16 + 8 * h,
+            _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
       }
     }
-    return tile;
   }
 };
 
 struct DecQ4_KAvx2 {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 144;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
     const __m256i mask = _mm256_set1_epi32(15);
@@ -98,11 +104,10 @@ struct DecQ4_KAvx2 {
         const __m256i q = u8x8(b + 16 + 32 * c + 8 * h);
         const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, mask));
         const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
-        _mm256_store_ps(tile + 64 * c + 8 * h, _mm256_sub_ps(_mm256_mul_ps(d1, lo), m1));
-        _mm256_store_ps(tile + 64 * c + 32 + 8 * h, _mm256_sub_ps(_mm256_mul_ps(d2, hi), m2));
+        acc(64 * c + 8 * h, _mm256_sub_ps(_mm256_mul_ps(d1, lo), m1), 64 * c + 32 + 8 * h,
+            _mm256_sub_ps(_mm256_mul_ps(d2, hi), m2));
       }
     }
-    return tile;
   }
 };
 

@@ -44,26 +44,29 @@ struct DecBF16Avx512 {
   }
 };
 
+// Q8_0, Q4_0 and Q4_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx512 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
       const __m512 d = _mm512_set1_ps(half_to_float(u16_at(b)));
-      for (int h = 0; h < 2; ++h) {
-        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
-        _mm512_store_ps(tile + i + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-      }
+      const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
+      const __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
+      acc(i, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d), i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d));
     }
-    return tile;
   }
 };
 
 struct DecQ4_0Avx512 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 18;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const __m512i mask = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
@@ -71,17 +74,17 @@ struct DecQ4_0Avx512 {
       const __m512i q = u8x16(b + 2);
       const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(q, mask), eight);
       const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
-      _mm512_store_ps(tile + i, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-      _mm512_store_ps(tile + i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+      acc(i, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d), i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
     }
-    return tile;
   }
 };
 
 struct DecQ4_KAvx512 {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 144;
-  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
     const __m512i mask = _mm512_set1_epi32(15);
@@ -95,11 +98,10 @@ struct DecQ4_KAvx512 {
         const __m512i q = u8x16(b + 16 + 32 * c + 16 * h);
         const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, mask));
         const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
-        _mm512_store_ps(tile + 64 * c + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, lo), m1));
-        _mm512_store_ps(tile + 64 * c + 32 + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d2, hi), m2));
+        acc(64 * c + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, lo), m1), 64 * c + 32 + 16 * h,
+            _mm512_sub_ps(_mm512_mul_ps(d2, hi), m2));
       }
     }
-    return tile;
   }
 };
 

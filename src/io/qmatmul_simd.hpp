@@ -12,6 +12,28 @@
 namespace qkv::io::qdetail {
 namespace {
 
+// The accumulators of one row of W against MR rows of x, for decoders that hand over their vectors
+// directly (Dec::kDirect: visit(row, k0, L, acc) calls acc(ja, wa, jb, wb) with the weights at columns
+// ja.. and jb.. of the tile), so no tile is written and read back.
+template <class Isa, int MR>
+struct Accum {
+  typename Isa::V a0[MR], a1[MR];
+  const float* xk;
+  int ldx;
+  QKV_SIMD inline void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
+    for (int m = 0; m < MR; ++m) {
+      a0[m] = Isa::fmadd(wa, Isa::load(xk + std::size_t(m) * ldx + ja), a0[m]);
+      a1[m] = Isa::fmadd(wb, Isa::load(xk + std::size_t(m) * ldx + jb), a1[m]);
+    }
+  }
+};
+
+template <class Dec>
+constexpr bool direct() {
+  if constexpr (requires { Dec::kDirect; }) return Dec::kDirect;
+  return false;
+}
+
 // One pass over rows [n0, n1) of W for MR rows of x.
 template <class Isa, class Dec, int MR>
 QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, int n1, int K, const float* x,
@@ -21,23 +43,25 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
   alignas(64) float tile[kTile];
   for (int n = n0; n < n1; ++n) {
     const unsigned char* row = W + std::size_t(n) * row_bytes;
-    V a0[MR], a1[MR];
+    Accum<Isa, MR> acc;
+    V(&a0)[MR] = acc.a0;
+    V(&a1)[MR] = acc.a1;
     float t[MR];
     for (int m = 0; m < MR; ++m) a0[m] = Isa::zero(), a1[m] = Isa::zero(), t[m] = 0.0f;
+    acc.ldx = ldx;
     for (int k0 = 0; k0 < K; k0 += kTile) {
       const int L = std::min(kTile, K - k0);
-      const float* w = Dec::run(row, k0, L, tile);
       const float* xk = x + k0;
-      int j = 0;
-      for (; j + 2 * VW <= L; j += 2 * VW) {
-        const V w0 = Isa::load(w + j), w1 = Isa::load(w + j + VW);
-        for (int m = 0; m < MR; ++m) {
-          a0[m] = Isa::fmadd(w0, Isa::load(xk + std::size_t(m) * ldx + j), a0[m]);
-          a1[m] = Isa::fmadd(w1, Isa::load(xk + std::size_t(m) * ldx + j + VW), a1[m]);
-        }
+      acc.xk = xk;
+      if constexpr (direct<Dec>()) {
+        Dec::visit(row, k0, L, acc);
+      } else {
+        const float* w = Dec::run(row, k0, L, tile);
+        int j = 0;
+        for (; j + 2 * VW <= L; j += 2 * VW) acc(j, Isa::load(w + j), j + VW, Isa::load(w + j + VW));
+        for (; j < L; ++j)
+          for (int m = 0; m < MR; ++m) t[m] += w[j] * xk[std::size_t(m) * ldx + j];
       }
-      for (; j < L; ++j)
-        for (int m = 0; m < MR; ++m) t[m] += w[j] * xk[std::size_t(m) * ldx + j];
     }
     for (int m = 0; m < MR; ++m) {
       const float s = Isa::hsum(Isa::add(a0[m], a1[m])) + t[m];
