@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -216,11 +217,31 @@ const Kernels* table(FlashPath p) {
   }
 }
 
+const Kernels* best_supported() {
+  return supported(FlashPath::Avx512) ? &kAvx512
+         : supported(FlashPath::Avx2) ? &kAvx2
+         : supported(FlashPath::Neon) ? &kNeon
+                                      : &kPortable;
+}
+
+// The CPU's best path, or the one QKV_ISA names (portable, avx2, avx512, neon; auto or unset: the best):
+// every kernel that follows flash_path() — attention, row operations, the fused dequantizing products —
+// then runs that ISA. A name this CPU cannot run is a usage error.
 const Kernels* best() {
-  static const Kernels* const k = supported(FlashPath::Avx512) ? &kAvx512
-                                  : supported(FlashPath::Avx2) ? &kAvx2
-                                  : supported(FlashPath::Neon) ? &kNeon
-                                                               : &kPortable;
+  static const Kernels* const k = [] {
+    const char* env = std::getenv("QKV_ISA");
+    if (env == nullptr || *env == 0) return best_supported();
+    if (std::string(env) == "auto") return best_supported();
+    FlashPath p = FlashPath::Auto;
+    for (FlashPath c : {FlashPath::Portable, FlashPath::Avx2, FlashPath::Avx512, FlashPath::Neon})
+      if (std::string(env) == flash_path_name(c)) p = c;
+    if (p == FlashPath::Auto)
+      usage_error(std::string("QKV_ISA=") + env + ": expected auto, portable, avx2, avx512 or neon");
+    if (!supported(p))
+      usage_error(std::string("QKV_ISA=") + env + ": this CPU cannot run the " + env + " kernels (best here: " +
+                  flash_path_name(best_supported()->path) + ")");
+    return table(p);
+  }();
   return k;
 }
 

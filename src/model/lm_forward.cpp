@@ -9,6 +9,7 @@
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
+#include "qkv/io/qmatmul.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/ops.hpp"
 #include "qkv/profile.hpp"
@@ -100,10 +101,34 @@ void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const
   }
 }
 
+// The ggml type of an [out, in] weight the fused few-row kernels (io/qmatmul.hpp) can multiply as stored.
+std::optional<io::GgmlType> fused_type(const Weight& W) {
+  if (W.in_out) return std::nullopt;
+  const io::GgmlType t = W.type == WeightType::F32    ? io::GgmlType::F32
+                         : W.type == WeightType::F16  ? io::GgmlType::F16
+                         : W.type == WeightType::BF16 ? io::GgmlType::BF16
+                                                      : io::GgmlType(W.ggml_type);
+  if (!io::qmatmul_supports(t)) return std::nullopt;
+  return t;
+}
+
+// y [N, out] (row stride ldy) = x [N, in] · Wᵀ + b for few rows (a decoding step, a short prompt, the
+// last position's logits): the weight multiplied as stored, each block dequantized in the kernel, never
+// expanded into a buffer. False when it does not apply (many rows, Conv1D layout, a type without kernel).
+bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, bool bias) {
+  if (N > io::kQMatmulMaxRows) return false;
+  const auto t = fused_type(W);
+  if (!t) return false;
+  const int in = int(W.shape[1]), out = int(W.shape[0]);
+  io::qmatmul(*t, W.data, out, in, x, in, N, y, ldy, bias);
+  return true;
+}
+
 // y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
 // As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
 // in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer. One row (a
 // decoding step, last-position logits) goes through gemm_skinny's matrix–vector kernel.
+// Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead.
 void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, std::vector<float>& scratch) {
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
   const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
@@ -115,6 +140,7 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
     for (int i = 0; i < N; i++) std::copy_n(B, out, y + long(i) * ldy);
   }
   const float beta = bias ? 1.0f : 0.0f;
+  if (linear_fused(y, ldy, x, N, W, bias)) return;
   if (W.type == WeightType::F32) {
     const float* w = static_cast<const float*>(W.data);
     if (W.in_out) gemm_skinny<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);

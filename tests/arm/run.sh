@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-compiles the fused attention kernels for aarch64 (Debian's g++-aarch64-linux-gnu; no BLIS,
+# Cross-compiles the fused attention kernels and the fused dequantizing products for aarch64 (Debian's g++-aarch64-linux-gnu; no BLIS,
 # no GoogleTest) with tests/arm/flash_arm_test.cpp and runs the result under qemu-aarch64 (Debian's
 # qemu-user): the portable and NEON paths against the double reference. Installs those packages (and
 # the target's libc, libc6-dev-arm64-cross) when missing.
@@ -24,3 +24,9 @@ aarch64-linux-gnu-g++ -std=c++20 -O2 -fopenmp -fno-fast-math -Wall -Wextra -Wno-
   tests/arm/flash_arm_test.cpp -o "$out/flash_arm_test"
 # the target libc (libc6-arm64-cross, a dependency of the compiler) from its Debian prefix
 OMP_NUM_THREADS=2 qemu-aarch64 -L /usr/aarch64-linux-gnu "$out/flash_arm_test"
+# The fused dequantize-and-multiply kernels (portable and NEON) against their double twin.
+aarch64-linux-gnu-g++ -std=c++20 -O2 -fopenmp -fno-fast-math -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc \
+  src/core/flash.cpp src/core/flash_kernels.cpp src/core/flash_kernels_avx2.cpp src/core/flash_kernels_neon.cpp \
+  src/io/half.cpp src/io/quant.cpp src/io/qmatmul.cpp src/io/qmatmul_avx2.cpp src/io/qmatmul_avx512.cpp \
+  src/io/qmatmul_neon.cpp tests/arm/qmatmul_arm_test.cpp -o "$out/qmatmul_arm_test"
+OMP_NUM_THREADS=2 qemu-aarch64 -L /usr/aarch64-linux-gnu "$out/qmatmul_arm_test"

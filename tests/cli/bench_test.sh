@@ -13,8 +13,12 @@ check attention-path 0 'attention path (portable|avx2|avx512|neon)' -- bench att
 check attention-portable-json 0 '"attention_path": "portable"' -- bench attention --T 33 --H 2 --dh 7 --repeats 1 --peak 100 --path portable --json
 check attention-backward 0 '"case": "attention fwd\+bwd"' -- bench attention --T 50 --H 3 --backward --repeats 1 --peak 100 --path portable --json
 check bad-path 2 "^qkv: error: flash attention path 'sse': expected auto, portable, avx2, avx512 or neon" -- bench attention --T 8 --repeats 1 --peak 100 --path sse
+# QKV_ISA picks the kernel path of the whole process; an unknown name or one this CPU cannot run: exit 2.
+QKV_ISA=portable check isa-portable 0 '"attention_path": "portable"' -- bench attention --T 33 --H 2 --repeats 1 --peak 100 --json
+QKV_ISA=sse check bad-isa 2 "^qkv: error: QKV_ISA=sse: expected auto, portable, avx2, avx512 or neon" -- bench attention --T 8 --repeats 1 --peak 100
 # Some path is always missing here: neon on x86-64, the x86 ones on aarch64.
 if [ "$(uname -m)" = x86_64 ]; then missing=neon; else missing=avx2; fi
+QKV_ISA=$missing check unsupported-isa 2 "^qkv: error: QKV_ISA=$missing: this CPU cannot run the $missing kernels" -- bench attention --T 8 --repeats 1 --peak 100
 check unsupported-path 2 "^qkv: error: flash attention: the $missing path cannot run on this CPU" -- bench attention --T 8 --repeats 1 --peak 100 --path $missing
 # The profile: every op of the forward, the GEMMs and attention among them.
 out=$("$qkv" bench forward --T 16 --repeats 1 --peak 100 --profile 2>&1); rc=$?

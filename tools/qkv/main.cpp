@@ -8,6 +8,7 @@
 
 #include "cli.hpp"
 #include "qkv/error.hpp"
+#include "qkv/flash.hpp"
 
 namespace qkv::cli {
 
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   qkv::cli::register_all(app);
   try {
+    qkv::flash_path();  // QKV_ISA read and checked here, never first inside a kernel's OpenMP region
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -1,0 +1,167 @@
+// Decoders of ggml blocks into a float tile for the fused kernels (qmatmul_simd.hpp): the arithmetic of
+// quant.cpp's dequantize_row (each weight bit-identical to it), written as plain fixed-length loops that
+// every ISA's translation unit compiles, and vectorises, for its own target (the includer defines
+// QKV_SIMD). Decoder::run(row, k0, L, tile) returns the values [k0, k0 + L) of a row: k0 a multiple of
+// kTile, L ≤ kTile a multiple of kBlock; F32 returns a pointer into the row itself.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace qkv::io::qdetail {
+namespace {
+
+constexpr int kTile = 256;
+
+QKV_SIMD inline uint16_t u16_at(const unsigned char* p) {
+  return uint16_t(p[0] | (p[1] << 8));
+}
+
+// IEEE binary16 -> binary32, exact for every value: the exponent and mantissa moved into place and
+// scaled by 2^112 (exact for normals and subnormals alike), infinities and NaNs built directly.
+QKV_SIMD inline float half_to_float(uint16_t h) {
+  const uint32_t em = h & 0x7fffu;
+  uint32_t bits = em << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  f *= 0x1p112f;
+  std::memcpy(&bits, &f, 4);
+  if (em >= 0x7c00u) bits = 0x7f800000u | ((em & 0x3ffu) << 13);
+  bits |= uint32_t(h & 0x8000u) << 16;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+struct DecF32 {
+  static constexpr int kBlock = 1;
+  static constexpr std::size_t kBytes = 4;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float*) {
+    return reinterpret_cast<const float*>(row) + k0;
+  }
+};
+
+struct DecF16 {
+  static constexpr int kBlock = 1;
+  static constexpr std::size_t kBytes = 2;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    uint16_t h[kTile];
+    std::memcpy(h, row + 2 * k0, std::size_t(L) * 2);
+    for (int j = 0; j < L; ++j) tile[j] = half_to_float(h[j]);
+    return tile;
+  }
+};
+
+struct DecBF16 {
+  static constexpr int kBlock = 1;
+  static constexpr std::size_t kBytes = 2;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    uint16_t h[kTile];
+    std::memcpy(h, row + 2 * k0, std::size_t(L) * 2);
+    for (int j = 0; j < L; ++j) {
+      const uint32_t bits = uint32_t(h[j]) << 16;
+      std::memcpy(tile + j, &bits, 4);
+    }
+    return tile;
+  }
+};
+
+// x = d · qs (rows_q8_0)
+struct DecQ8_0 {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = 34;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes, tile += kBlock) {
+      const float d = half_to_float(u16_at(b));
+      int8_t qs[kBlock];
+      std::memcpy(qs, b + 2, kBlock);
+      for (int j = 0; j < kBlock; ++j) tile[j] = float(qs[j]) * d;
+    }
+    return tile - L;
+  }
+};
+
+// x_j = d · ((qs_j & 15) − 8), x_{j+16} = d · ((qs_j >> 4) − 8) (rows_q4_0)
+struct DecQ4_0 {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = 18;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes, tile += kBlock) {
+      const float d = half_to_float(u16_at(b));
+      uint8_t qs[kBlock / 2];
+      std::memcpy(qs, b + 2, kBlock / 2);
+      for (int j = 0; j < kBlock / 2; ++j) {
+        tile[j] = float((qs[j] & 0x0F) - 8) * d;
+        tile[j + kBlock / 2] = float((qs[j] >> 4) - 8) * d;
+      }
+    }
+    return tile - L;
+  }
+};
+
+// Q4_K's 6-bit scale and min of sub-block j (quant.cpp's scale_min_k4).
+QKV_SIMD inline void scale_min(int j, const unsigned char* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// x = (d·sc)·q − dmin·m per sub-block of 32 (rows_q4_k)
+struct DecQ4_K {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 144;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
+    uint8_t q[128];
+    std::memcpy(q, b + 16, 128);
+    float* y = tile;
+    for (int c = 0; c < 4; ++c, y += 64) {
+      int sc, m;
+      scale_min(2 * c, b + 4, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      scale_min(2 * c + 1, b + 4, &sc, &m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      const uint8_t* qc = q + 32 * c;
+      for (int l = 0; l < 32; ++l) y[l] = d1 * float(qc[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float(qc[l] >> 4) - m2;
+    }
+    return tile;
+  }
+};
+
+// x = (d·sc)·(q − 32), q 6 bits from ql's nibble and qh's 2-bit field (rows_q6_k)
+struct DecQ6_K {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 210;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b + 208));
+    uint8_t qs[192];
+    std::memcpy(qs, b, 192);
+    for (int n = 0; n < 2; ++n) {
+      const uint8_t* ql = qs + 64 * n;
+      const uint8_t* qh = qs + 128 + 32 * n;
+      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
+      float* y = tile + 128 * n;
+      for (int half = 0; half < 2; ++half) {
+        const float s1 = d * float(sc[half]), s2 = d * float(sc[half + 2]);
+        const float s3 = d * float(sc[half + 4]), s4 = d * float(sc[half + 6]);
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          y[l] = s1 * float(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+          y[l + 32] = s2 * float(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+          y[l + 64] = s3 * float(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+          y[l + 96] = s4 * float(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+      }
+    }
+    return tile;
+  }
+};
+
+}  // namespace
+}  // namespace qkv::io::qdetail

@@ -1,0 +1,31 @@
+// The AVX-512 fused dequantize-and-multiply kernels (qmatmul.hpp): qmatmul_simd.hpp over
+// simd_avx512.hpp and qblock_decode_avx512.hpp, target attribute only (no -m flag); qmatmul.cpp calls them only on the avx512 path.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+// GCC 12 reports the _mm512_undefined_*() inside its own conversion intrinsics as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define QKV_SIMD __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+#include "core/simd_avx512.hpp"
+#include "io/qmatmul_simd.hpp"
+#include "io/qblock_decode_avx512.hpp"
+
+namespace qkv::io::qdetail {
+bool qmatmul_avx512(GgmlType t, const void* W, int n0, int n1, int K, const float* x, int ldx, int M, float* y,
+                  int ldy, bool accumulate) {
+  return simd_qmatmul<flash_detail::Isa, Avx512Decoders>(t, W, n0, n1, K, x, ldx, M, y, ldy, accumulate);
+}
+}  // namespace qkv::io::qdetail
+
+#else
+
+#include "qkv/io/gguf_quant.hpp"
+namespace qkv::io::qdetail {
+bool qmatmul_avx512(GgmlType, const void*, int, int, int, const float*, int, int, float*, int, bool) {
+  return false;
+}
+}  // namespace qkv::io::qdetail
+
+#endif

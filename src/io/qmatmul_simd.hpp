@@ -1,0 +1,137 @@
+// The fused dequantize-and-multiply kernel (qmatmul.hpp) over an ISA's vector interface `Isa` (load,
+// fmadd, add, zero, hsum, W lanes): one row of W at a time, one tile of kTile weights decoded by the
+// type's decoder (qblock_decode.hpp), then multiplied into up to 4 rows of x with two accumulators each.
+// The includer defines QKV_SIMD and Isa, then includes this file inside its namespace's scope.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+#include "io/qblock_decode.hpp"
+#include "qkv/io/gguf_quant.hpp"
+
+namespace qkv::io::qdetail {
+namespace {
+
+// The accumulators of one row of W against MR rows of x, for decoders that hand over their vectors
+// directly (Dec::kDirect: visit(row, k0, L, acc) calls acc(ja, wa, jb, wb) with the weights at columns
+// ja.. and jb.. of the tile), so no tile is written and read back.
+template <class Isa, int MR>
+struct Accum {
+  typename Isa::V a0[MR], a1[MR];
+  const float* xk;
+  int ldx;
+  QKV_SIMD inline void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
+    for (int m = 0; m < MR; ++m) {
+      a0[m] = Isa::fmadd(wa, Isa::load(xk + std::size_t(m) * ldx + ja), a0[m]);
+      a1[m] = Isa::fmadd(wb, Isa::load(xk + std::size_t(m) * ldx + jb), a1[m]);
+    }
+  }
+};
+
+template <class Dec>
+constexpr bool direct() {
+  if constexpr (requires { Dec::kDirect; }) return Dec::kDirect;
+  return false;
+}
+
+// One pass over rows [n0, n1) of W for MR rows of x.
+template <class Isa, class Dec, int MR>
+QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, int n1, int K, const float* x,
+                        int ldx, float* y, int ldy, bool accumulate) {
+  using V = typename Isa::V;
+  constexpr int VW = Isa::W;
+  alignas(64) float tile[kTile];
+  for (int n = n0; n < n1; ++n) {
+    const unsigned char* row = W + std::size_t(n) * row_bytes;
+    Accum<Isa, MR> acc;
+    V(&a0)[MR] = acc.a0;
+    V(&a1)[MR] = acc.a1;
+    float t[MR];
+    for (int m = 0; m < MR; ++m) a0[m] = Isa::zero(), a1[m] = Isa::zero(), t[m] = 0.0f;
+    acc.ldx = ldx;
+    for (int k0 = 0; k0 < K; k0 += kTile) {
+      const int L = std::min(kTile, K - k0);
+      const float* xk = x + k0;
+      acc.xk = xk;
+      if constexpr (direct<Dec>()) {
+        Dec::visit(row, k0, L, acc);
+      } else {
+        const float* w = Dec::run(row, k0, L, tile);
+        int j = 0;
+        for (; j + 2 * VW <= L; j += 2 * VW) acc(j, Isa::load(w + j), j + VW, Isa::load(w + j + VW));
+        for (; j < L; ++j)
+          for (int m = 0; m < MR; ++m) t[m] += w[j] * xk[std::size_t(m) * ldx + j];
+      }
+    }
+    for (int m = 0; m < MR; ++m) {
+      const float s = Isa::hsum(Isa::add(a0[m], a1[m])) + t[m];
+      float& out = y[std::size_t(m) * ldy + n];
+      out = accumulate ? out + s : s;
+    }
+  }
+}
+
+// Rows of x in passes of at most 4 (the accumulators of 4 rows fit the 16 registers of AVX2).
+template <class Isa, class Dec>
+QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const float* x, int ldx, int M, float* y,
+                       int ldy, bool accumulate) {
+  const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
+  for (int m0 = 0; m0 < M; m0 += 4) {
+    const float* xm = x + std::size_t(m0) * ldx;
+    float* ym = y + std::size_t(m0) * ldy;
+    switch (std::min(4, M - m0)) {
+      case 1:
+        rows_pass<Isa, Dec, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        break;
+      case 2:
+        rows_pass<Isa, Dec, 2>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        break;
+      case 3:
+        rows_pass<Isa, Dec, 3>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        break;
+      default:
+        rows_pass<Isa, Dec, 4>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        break;
+    }
+  }
+}
+
+// The decoders of qblock_decode.hpp, one per type; an ISA's file may replace some with its own.
+struct PlainDecoders {
+  using F32 = DecF32;
+  using F16 = DecF16;
+  using BF16 = DecBF16;
+  using Q8_0 = DecQ8_0;
+  using Q4_0 = DecQ4_0;
+  using Q4_K = DecQ4_K;
+  using Q6_K = DecQ6_K;
+};
+
+// The entry each ISA's file exports: the type's decoder picked, rows [n0, n1) of W done. False for a type
+// without a decoder.
+template <class Isa, class D = PlainDecoders>
+QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, const float* x, int ldx, int M,
+                           float* y, int ldy, bool accumulate) {
+  const auto* W = static_cast<const unsigned char*>(Wv);
+  switch (t) {
+    case GgmlType::F32:
+      return rows_all<Isa, typename D::F32>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::F16:
+      return rows_all<Isa, typename D::F16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::BF16:
+      return rows_all<Isa, typename D::BF16>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q8_0:
+      return rows_all<Isa, typename D::Q8_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q4_0:
+      return rows_all<Isa, typename D::Q4_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q4_K:
+      return rows_all<Isa, typename D::Q4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q6_K:
+      return rows_all<Isa, typename D::Q6_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+}  // namespace qkv::io::qdetail
