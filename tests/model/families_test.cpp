@@ -103,9 +103,11 @@ TEST(Families, FusedAttentionAgreesWithTheMaterialisedPath) {
 namespace qkv {
 namespace {
 
-// GPT-2 through run() (materialised attention) and through the training forward (lm_ops) give the same
-// logits bit for bit on the bundled model: the same ops in the same order, one model, two users, no drift.
-TEST(Families, Gpt2RunIsBitIdenticalToTheTrainingForward) {
+// GPT-2 through run() (materialised attention) and through the training forward (lm_ops) on the bundled
+// model: the same ops in the same order but GELU, which run() takes vectorised (rowops.hpp, x / (1 + e^{-2y}))
+// and the training forward as 0.5·x·(1 + tanh(y)) (ops.hpp, kept for the bundled model's byte-exact
+// retraining): the logits agree within 1e-6 of their largest magnitude.
+TEST(Families, Gpt2RunMatchesTheTrainingForward) {
   const std::string path = std::string(QKV_SOURCE_DIR) + "/models/induction";
   const Model m = load_lm(path);
   std::ifstream cf(path + "/config.json");
@@ -117,8 +119,13 @@ TEST(Families, Gpt2RunIsBitIdenticalToTheTrainingForward) {
   const std::vector<float>& train_logits = lm_train_forward(p.layout, p.params.data(), ids, acts);
   const Tensor& logits = cache.at("logits");
   ASSERT_EQ(size_t(logits.numel()), train_logits.size());
-  for (int64_t i = 0; i < logits.numel(); i++)
-    ASSERT_EQ(std::memcmp(&logits[i], &train_logits[size_t(i)], 4), 0) << i << ": " << logits[i] << " vs " << train_logits[size_t(i)];
+  float big = 0, worst = 0;
+  for (int64_t i = 0; i < logits.numel(); i++) {
+    big = std::max(big, std::fabs(train_logits[size_t(i)]));
+    worst = std::max(worst, std::fabs(logits[i] - train_logits[size_t(i)]));
+  }
+  EXPECT_LE(worst, 1e-6f * big) << "largest |logit| " << big;
+  EXPECT_GT(big, 1.0f);
 }
 
 }  // namespace
