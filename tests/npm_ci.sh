@@ -9,12 +9,13 @@ pkg=$1 dest=$2 sentinel=$3
 shift 3
 command -v npm >/dev/null || { echo "npm_ci: npm is not installed (apt-get install -y nodejs npm)" >&2; exit 1; }
 mkdir -p "$dest" || exit 1
+pkg=$(cd "$pkg" && pwd) && dest=$(cd "$dest" && pwd) || exit 1  # absolute: npm runs after a cd
 exec 9>"$dest/.lock"
 flock 9
 stamp=$dest/node_modules/.qkv-lock  # the lockfile the installed tree came from
 [ -f "$dest/node_modules/$sentinel" ] && cmp -s "$pkg/package-lock.json" "$stamp" && exit 0
 echo "npm ci into $dest"
-if [ "$(cd "$pkg" && pwd)" != "$(cd "$dest" && pwd)" ]; then
+if [ "$pkg" != "$dest" ]; then
   cp "$pkg/package.json" "$pkg/package-lock.json" "$dest/" || exit 1
 fi
 if ! (cd "$dest" && npm ci --no-audit --no-fund "$@" >"$dest/.npm.log" 2>&1); then
