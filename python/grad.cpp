@@ -9,6 +9,27 @@
 namespace qkv_py {
 namespace {
 
+// f(logits as an array of `shape`) -> (value, dvalue/dlogits of the same shape), the gradient copied into dl.
+double call_metric(const py::object& fn, const std::vector<float>& logits, const std::vector<int64_t>& shape,
+                   std::vector<float>& dl) {
+  py::gil_scoped_acquire gil;
+  py::array_t<float> arr(shape);
+  std::copy(logits.begin(), logits.end(), arr.mutable_data());
+  py::object r = fn(arr);
+  if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
+    qkv::usage_error("metric: a callable metric returns (value, dvalue_dlogits), got " +
+                     std::string(py::str(r.get_type().attr("__name__"))));
+  const double value = py::cast<double>(r.cast<py::tuple>()[0]);
+  auto g = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r.cast<py::tuple>()[1]);
+  if (!g) throw py::error_already_set();
+  const std::vector<int64_t> got(g.shape(), g.shape() + g.ndim());
+  if (got != shape)
+    qkv::usage_error("metric: dvalue_dlogits has shape " + qkv::shape_string(got) + ", expected " +
+                     qkv::shape_string(shape));
+  std::copy_n(g.data(), size_t(arr.size()), dl.data());
+  return value;
+}
+
 // A metric from Python: ("logit_diff", answer, wrong, position), ("loss", positions or None) or
 // ("callable", f) with f(logits float32 [T, V]) -> (value, dvalue/dlogits [T, V]).
 qkv::LogitMetric metric_of(const py::tuple& spec, const std::vector<int>& ids) {
@@ -22,22 +43,7 @@ qkv::LogitMetric metric_of(const py::tuple& spec, const std::vector<int>& ids) {
   qkv::LogitMetric m;
   m.description = "a Python metric";
   m.fn = [fn](const std::vector<float>& logits, int T, int V, std::vector<float>& dl) {
-    py::gil_scoped_acquire gil;
-    py::array_t<float> arr({T, V});
-    std::copy(logits.begin(), logits.end(), arr.mutable_data());
-    py::object r = fn(arr);
-    if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
-      qkv::usage_error("metric: a callable metric returns (value, dvalue_dlogits), got " +
-                       std::string(py::str(r.get_type().attr("__name__"))));
-    const double value = py::cast<double>(r.cast<py::tuple>()[0]);
-    auto g = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r.cast<py::tuple>()[1]);
-    if (!g) throw py::error_already_set();
-    if (g.ndim() != 2 || g.shape(0) != T || g.shape(1) != V)
-      qkv::usage_error("metric: dvalue_dlogits has shape " +
-                       qkv::shape_string(std::vector<int64_t>(g.shape(), g.shape() + g.ndim())) + ", expected [" +
-                       std::to_string(T) + ", " + std::to_string(V) + "]");
-    std::copy_n(g.data(), size_t(T) * V, dl.data());
-    return value;
+    return call_metric(fn, logits, {T, V}, dl);
   };
   return m;
 }
@@ -45,22 +51,7 @@ qkv::LogitMetric metric_of(const py::tuple& spec, const std::vector<int>& ids) {
 // A callable metric of a batch's logits [B, T, V] (padding rows 0), as run_with_grads_batch takes it.
 qkv::BatchLogitMetric batch_callable(py::object fn) {
   return [fn](const std::vector<float>& logits, int B, int T, int V, std::vector<float>& dl) {
-    py::gil_scoped_acquire gil;
-    py::array_t<float> arr({B, T, V});
-    std::copy(logits.begin(), logits.end(), arr.mutable_data());
-    py::object r = fn(arr);
-    if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
-      qkv::usage_error("metric: a callable metric returns (value, dvalue_dlogits), got " +
-                       std::string(py::str(r.get_type().attr("__name__"))));
-    const double value = py::cast<double>(r.cast<py::tuple>()[0]);
-    auto g = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(r.cast<py::tuple>()[1]);
-    if (!g) throw py::error_already_set();
-    if (g.ndim() != 3 || g.shape(0) != B || g.shape(1) != T || g.shape(2) != V)
-      qkv::usage_error("metric: dvalue_dlogits has shape " +
-                       qkv::shape_string(std::vector<int64_t>(g.shape(), g.shape() + g.ndim())) + ", expected [" +
-                       std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(V) + "]");
-    std::copy_n(g.data(), size_t(B) * T * V, dl.data());
-    return value;
+    return call_metric(fn, logits, {B, T, V}, dl);
   };
 }
 
