@@ -663,9 +663,10 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   return st.logits;
 }
 
-std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<int>& ids,
-                                             const std::function<bool(const std::string&)>& keep,
-                                             bool materialise_all) {
+namespace {
+// run() with a hook that copies every activation `keep` accepts (all when empty; the logits always).
+std::map<std::string, Tensor> cached_run(const Model& m, const std::vector<int>& ids, RunOptions o,
+                                         const std::function<bool(const std::string&)>& keep) {
   std::map<std::string, Tensor> cache;
   Hooks h;
   h.wants = [&](const std::string& n) { return !keep || keep(n) || n == "logits"; };
@@ -675,11 +676,18 @@ std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<i
     cache[n] = std::move(t);
   };
   RunState st;
-  RunOptions o;
   o.hooks = &h;
-  o.materialise_all = materialise_all;
   run(m, ids, st, o);
   return cache;
+}
+}  // namespace
+
+std::map<std::string, Tensor> run_with_cache(const Model& m, const std::vector<int>& ids,
+                                             const std::function<bool(const std::string&)>& keep,
+                                             bool materialise_all) {
+  RunOptions o;
+  o.materialise_all = materialise_all;
+  return cached_run(m, ids, o, keep);
 }
 
 std::map<std::string, Tensor> run_with_cache_batch(const Model& m, const std::vector<int>& ids, int batch,
@@ -687,22 +695,11 @@ std::map<std::string, Tensor> run_with_cache_batch(const Model& m, const std::ve
                                                    const std::function<bool(const std::string&)>& keep,
                                                    bool materialise_all) {
   if (batch < 1) usage_error("batch: " + std::to_string(batch) + " sequences");
-  std::map<std::string, Tensor> cache;
-  Hooks h;
-  h.wants = [&](const std::string& n) { return !keep || keep(n) || n == "logits"; };
-  h.fn = [&](const std::string& n, ActView v) {
-    Tensor t(v.shape);
-    std::copy_n(v.data, v.numel(), t.data());
-    cache[n] = std::move(t);
-  };
-  RunState st;
   RunOptions o;
-  o.hooks = &h;
   o.materialise_all = materialise_all;
   o.batch = batch;
   o.attention_mask = mask.empty() ? nullptr : &mask;
-  run(m, ids, st, o);
-  return cache;
+  return cached_run(m, ids, o, keep);
 }
 
 }  // namespace qkv
