@@ -12,7 +12,6 @@
 #include "qkv/io/qmatmul.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/rowops.hpp"
-#include "qkv/rowops.hpp"
 #include "qkv/ops.hpp"
 #include "qkv/profile.hpp"
 
