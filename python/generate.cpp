@@ -108,11 +108,7 @@ py::dict generate_py(
   if (m.tok) {  // the new text, decoded after the prompt (a Metaspace tokenizer keeps the first word's space)
     std::vector<int> shown = r.tokens;
     if (r.stop_reason == "stop_id") shown.pop_back();
-    std::vector<int> all = prompt;
-    all.insert(all.end(), shown.begin(), shown.end());
-    const std::string base = m.tok->decode(prompt), full = m.tok->decode(all);
-    out["text"] =
-        lenient(full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : m.tok->decode(shown));
+    out["text"] = lenient(m.tok->decode_after(prompt, shown));
   } else {
     out["text"] = py::none();
   }

@@ -34,11 +34,12 @@ json parse_body(const httplib::Request& req) {
 }
 
 // Runs one API call and turns every failure into a JSON error: 4xx for the client's mistakes, 500/503
-// for ours (the message still says what happened).
+// for ours (the message still says what happened); false when it failed.
 template <class F>
-void guarded(httplib::Response& res, F&& f) {
+bool try_api(httplib::Response& res, F&& f) {
   try {
-    send_json(res, 200, f());
+    f();
+    return true;
   } catch (const ApiError& e) {
     send_error(res, e.status, e.what(), e.extra);
   } catch (const qkv::Error& e) {
@@ -50,6 +51,37 @@ void guarded(httplib::Response& res, F&& f) {
   } catch (const std::exception& e) {
     send_error(res, 500, std::string("internal error: ") + e.what());
   }
+  return false;
+}
+
+// An API call whose JSON result is the response.
+template <class F>
+void guarded(httplib::Response& res, F&& f) {
+  try_api(res, [&] { send_json(res, 200, f()); });
+}
+
+// POST /api/generate: the request is checked first (its errors are ordinary JSON errors), then the events
+// are streamed as they happen, one JSON object per line (NDJSON, chunked); a failure after the first
+// event is sent as an {"event": "error"} line. A client that goes away stops the generation.
+void generate_route(Service& service, const httplib::Request& req, httplib::Response& res) {
+  std::shared_ptr<Service::GenerateJob> job;
+  if (!try_api(res, [&] { job = service.generate_job(parse_body(req)); })) return;
+  res.set_chunked_content_provider("application/x-ndjson; charset=utf-8",
+                                   [&service, job](size_t, httplib::DataSink& sink) {
+    auto emit = [&sink](const json& e) {
+      const std::string line = e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+      return sink.write(line.data(), line.size());
+    };
+    try {
+      service.generate_stream(*job, emit);
+    } catch (const std::bad_alloc&) {
+      emit({{"event", "error"}, {"error", "out of memory: try a shorter prompt"}});
+    } catch (const std::exception& e) {
+      emit({{"event", "error"}, {"error", e.what()}});
+    }
+    sink.done();
+    return true;
+  });
 }
 
 const char* reason(int status) {
@@ -126,6 +158,9 @@ void configure_routes(httplib::Server& svr, Service& service, const ServeOptions
   post("/api/patch-progress", &Service::patch_progress);
   post("/api/attribute", &Service::attribute);
   post("/api/path-patch", &Service::path_patch);
+  svr.Post("/api/generate", [&service](const httplib::Request& req, httplib::Response& res) {
+    generate_route(service, req, res);
+  });
 
   // Request bodies are bounded before a byte of them is read. cpp-httplib 0.11.4 applies
   // set_payload_max_length to a Content-Length only: a chunked body or one without Content-Length (read

@@ -29,12 +29,6 @@ namespace {
   throw ApiError(400, msg, std::move(extra));
 }
 
-struct Slot {  // one of the server's concurrent forwards, held for a whole request
-  std::counting_semaphore<1024>& s;
-  explicit Slot(std::counting_semaphore<1024>& s) : s(s) { s.acquire(); }
-  ~Slot() { s.release(); }
-};
-
 int int_of(const json& req, const char* key, int fallback, int lo, int hi) {
   if (!req.contains(key) || req[key].is_null()) return fallback;
   const json& v = req[key];
@@ -293,7 +287,7 @@ json Service::patch(const json& req) {
     };
   an::SweepResult r;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     r = an::patch_sweep(lm_, job.clean, job.corrupt, o);
   }
   json sj = json::array();
@@ -358,7 +352,7 @@ json Service::path_patch(const json& req) {
   const an::PathSpec sp = an::parse_path_spec("\"path\"", path);
   an::PathResult r;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     r = an::path_patch(lm_, job.clean, job.corrupt, sp, job.o.direction,
                        job.o.metric);  // refuses bad heads (400)
   }
@@ -405,7 +399,7 @@ json Service::attribute(const json& req) {
   const int position = int_of(req, "position", -1, -1, int(ids.size()) - 1);
   an::AttributionResult r;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     r = an::attribute(lm_, ids, A, B, position);
   }
   json j = qkv::report::attribute_json(r, ids, [&](int id) { return labels({id})[0]; });
@@ -446,7 +440,7 @@ json Service::patch_site(const json& req) {
   auto patterns = [](const std::string& n) { return n.ends_with(".attn.hook_pattern"); };
   an::PatchedRun before, after, src;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     src = an::run_patched(lm_, src_ids, {}, [&](const std::string& n) { return n == name; });
     before = an::run_patched(lm_, base, {}, patterns);
     after = an::run_patched(lm_, base, {an::Patch{name, head, pos, &src.acts.at(name)}}, patterns);
@@ -527,7 +521,7 @@ json Service::rope(const json& req) {
   const std::string pre = "blocks." + std::to_string(layer) + ".";
   std::map<std::string, Tensor> acts;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     acts = run_with_cache(
         lm_, ids, [&](const std::string& s) { return s == pre + "attn.hook_q" || s == pre + "attn.hook_k"; },
         true);
@@ -597,7 +591,7 @@ json Service::swap_check(const std::vector<int>& ids, int layer, int head, const
   const std::string un = "blocks." + std::to_string(layer) + ".ln1.hook_normalized";
   std::map<std::string, Tensor> acts;
   {
-    Slot slot(forwards_);
+    ForwardSlot slot(forwards_);
     acts = run_with_cache(
         lm_, ids, [&](const std::string& s) { return s == un; }, true);
   }

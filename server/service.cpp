@@ -256,11 +256,7 @@ std::shared_ptr<const Computed> Service::compute(const std::vector<int>& ids) {
   }
   auto c = std::make_shared<Computed>();
   {
-    forwards_.acquire();
-    struct Release {
-      std::counting_semaphore<1024>& s;
-      ~Release() { s.release(); }
-    } release{forwards_};
+    ForwardSlot slot(forwards_);
     c->ids = ids;
     c->T = int(ids.size());
     // The engine's pattern, and S = scale·(R_i q_i)·(R_j k_j) unmasked and before any soft-cap: the visible
@@ -493,11 +489,7 @@ json Service::heads(const json& req) {
   const auto seqs = an::repeated_random_tokens(c.vocab_size, n, batch, seed, bos);
   an::HeadScan scan;
   {
-    forwards_.acquire();
-    struct Release {
-      std::counting_semaphore<1024>& s;
-      ~Release() { s.release(); }
-    } release{forwards_};
+    ForwardSlot slot(forwards_);
     scan = an::scan_heads(lm_, seqs, n, bos, text);
   }
   json heads = json::array();

@@ -3,6 +3,7 @@
 // gets its own activations. docs/api.md documents the requests and responses.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -38,6 +39,17 @@ struct ServiceOptions {
   int max_patch_tokens = 256;             // /api/patch: longest clean/corrupt input
   int max_patch_sites = 2048;             // /api/patch: most sites (one forward each) in one sweep
   int max_rope_offsets = 1024;            // /api/rope: offsets i − j charted
+  int max_generate_tokens = 256;          // /api/generate: most new tokens in one request
+  int max_steer_texts = 16;               // /api/generate: most positive (and negative) steering texts
+};
+
+// One of the server's concurrent forwards, held for as long as it lives.
+struct ForwardSlot {
+  std::counting_semaphore<1024>& s;
+  explicit ForwardSlot(std::counting_semaphore<1024>& s) : s(s) { s.acquire(); }
+  ~ForwardSlot() { s.release(); }
+  ForwardSlot(const ForwardSlot&) = delete;
+  ForwardSlot& operator=(const ForwardSlot&) = delete;
 };
 
 // One forward's attention: per layer, S [H, T, T] (scaled as the model scales it — 1/√dh for GPT-2 —,
@@ -74,6 +86,14 @@ class Service {
   json attribute(const json& req);             // POST /api/attribute   (serve_lab.cpp)
   json path_patch(const json& req);            // POST /api/path-patch  (serve_lab.cpp)
 
+  // POST /api/generate (serve_generate.cpp), streamed: generate_job reads and checks the request (ApiError
+  // before anything is sent), generate_stream runs it, calling emit with each event as it happens —
+  // {"event": "prompt"}, one {"event": "token"} per new token, {"event": "done"} — and stops when emit
+  // returns false.
+  struct GenerateJob;
+  std::shared_ptr<GenerateJob> generate_job(const json& req);
+  void generate_stream(const GenerateJob& job, const std::function<bool(const json&)>& emit);
+
   const Arch& arch() const { return lm_.arch; }
   const std::string& model_path() const { return path_; }
 
@@ -87,6 +107,7 @@ class Service {
   std::vector<int> ids_from(const json& req, const char* text_key, const char* ids_key) const;
   struct PatchJob;
   PatchJob patch_job(const json& req, bool site) const;
+  void steer_from(const json& steer, GenerateJob& job);
   // S' of (layer, head) recomputed with W_Q ↔ W_K (and their biases) swapped, rotated at the same
   // positions, against Sᵀ of the given S [T, T] (scaled as the model scales it).
   json swap_check(const std::vector<int>& ids, int layer, int head, const float* S, int T) const;

@@ -1276,7 +1276,8 @@ async function main() {
   document.querySelectorAll('[data-export]').forEach((b) => b.addEventListener('click', () => {
     const which = b.dataset.export;
     const fig = which === 'soft' ? SD.fig : which === 'running' ? RE.fig : which === 'matrix' ? WM.fig : which === 'model' ? modelFigure()
-      : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : which === 'dla' ? DLA.fig : headsFigure();
+      : which === 'rope' ? RO.fig : which === 'patch' ? patchFigure() : which === 'dla' ? DLA.fig
+      : which === 'generate' ? GEN.fig : headsFigure();
     exportFigure(fig, `qkv-${which}`, b.dataset.format);
   }));
   if (M.info && !M.info.tokenizer) {

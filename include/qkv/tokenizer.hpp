@@ -85,6 +85,14 @@ class Tokenizer {
   // output (e.g. Llama 2's leading space stripped). Throws qkv::Error naming an id outside
   // [0, vocab_size()).
   std::string decode(const std::vector<int>& ids) const;
+  // decode() for generated text: a model's embedding may be larger than its tokenizer (padded
+  // vocabularies, or a tokenizer put beside another checkpoint), so an id >= vocab_size() is written
+  // "<|id N|>" instead of throwing; the runs of ids between such ids are decoded as above.
+  std::string decode_generated(const std::vector<int>& ids) const;
+  // The text of `ids` as it reads after `prompt` (decode_generated of both, the prompt's text cut off):
+  // a Metaspace tokenizer keeps the space of the first new word; where the prompt's text is not a
+  // prefix of the whole, the new ids alone.
+  std::string decode_after(const std::vector<int>& prompt, const std::vector<int>& ids) const;
   // The vocabulary string of one token, e.g. "Ġthe" for 262.
   std::string token_string(int id) const;
   // The bytes one token stands for, e.g. " the" for 262 (added tokens: their content).

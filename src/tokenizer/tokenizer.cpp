@@ -472,6 +472,27 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   return out;
 }
 
+std::string Tokenizer::decode_generated(const std::vector<int>& ids) const {
+  std::string out;
+  std::vector<int> run;
+  for (int id : ids) {
+    if (id >= 0 && id < vocab_size()) {
+      run.push_back(id);
+      continue;
+    }
+    out += decode(run) + "<|id " + std::to_string(id) + "|>";
+    run.clear();
+  }
+  return out + decode(run);
+}
+
+std::string Tokenizer::decode_after(const std::vector<int>& prompt, const std::vector<int>& ids) const {
+  std::vector<int> all = prompt;
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string base = decode_generated(prompt), full = decode_generated(all);
+  return full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : decode_generated(ids);
+}
+
 std::string Tokenizer::token_string(int id) const {
   impl_->check_id(id, "token_string");
   return impl_->token_strings[static_cast<size_t>(id)];

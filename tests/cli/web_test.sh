@@ -67,6 +67,8 @@ if start_extra induction "$src/models/induction" && gurl=$xurl && start_extra qw
   ok "qkv serve on models/induction ($gurl), a llama checkpoint ($xurl) and a qwen2 one without a tokenizer ($nurl)"
   (cd "$web" && node patch_test.js "$qkv" "$art" "$gurl" "$src/models/induction" "$xurl" "$tmp/llama" "$nurl" "$tmp/qwen2") ||
     bad "patching/rotary browser test (see the lines above; screenshots in $art)"
+  (cd "$web" && node generate_test.js "$qkv" "$art" "$gurl" "$src/models/induction" "$xurl" "$tmp/llama") ||
+    bad "generation view browser test (see the lines above; screenshots in $art)"
 fi
 for p in "${extra[@]}"; do
   kill -TERM "$p"; wait "$p"; rc=$?

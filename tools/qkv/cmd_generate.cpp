@@ -56,19 +56,11 @@ size_t incomplete_utf8_tail(const std::string& s) {
 class TextStream {
  public:
   TextStream(const Tokenizer& tok, std::vector<int> prompt, std::string stop, bool print)
-      : tok_(tok),
-        seq_(std::move(prompt)),
-        base_(tok.decode(seq_)),
-        prompt_len_(seq_.size()),
-        stop_(std::move(stop)),
-        print_(print) {}
+      : tok_(tok), prompt_(std::move(prompt)), stop_(std::move(stop)), print_(print) {}
   // Adds a token; false once the stop text has appeared.
   bool add(int id) {
-    seq_.push_back(id);
-    const std::string full = tok_.decode(seq_);
-    text_ = full.compare(0, base_.size(), base_) == 0
-                ? full.substr(base_.size())
-                : tok_.decode(std::vector<int>(seq_.begin() + long(prompt_len_), seq_.end()));
+    ids_.push_back(id);
+    text_ = tok_.decode_after(prompt_, ids_);
     bool go = true;
     if (!stop_.empty()) {
       const size_t at = text_.find(stop_);
@@ -87,9 +79,7 @@ class TextStream {
     printed_ = upto;
   }
   const Tokenizer& tok_;
-  std::vector<int> seq_;
-  std::string base_;
-  size_t prompt_len_;
+  std::vector<int> prompt_, ids_;
   std::string stop_, text_;
   size_t printed_ = 0;
   bool print_;
