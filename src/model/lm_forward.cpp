@@ -253,18 +253,29 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
       gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + s * per + size_t(h) * T * dh, dh,
                   k + (size_t(s) * K + h / G) * stride, dh, 0.0f, Sh, Tk);
 #pragma omp parallel for schedule(static) if (long(T) * Tk >= kParallelElems)
-      for (int i = 0; i < T; i++)
-        for (int j = 0; j < Tk; j++) {
-          float& x = Sh[size_t(i) * Tk + j];
-          const int qi = off + i;  // the query's position
-          if (j > qi || (w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x = ninf;
-          else if (cap > 0) x = cap * std::tanh(x / cap);
+      for (int i = 0; i < T; i++) {
+        float* x = Sh + size_t(i) * Tk;
+        const int qi = off + i, n = std::min(Tk, qi + 1);  // the query's position; keys past it are masked
+        std::fill(x + n, x + Tk, ninf);
+        for (int j = 0; j < n; j++) {
+          if ((w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x[j] = ninf;
+          else if (cap > 0) x[j] = cap * std::tanh(x[j] / cap);
         }
+      }
     }
   }
   c.maybe(b, "hook_attn_scores", S, {H, T, Tk});
-  // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
-  softmax_forward(S, S, int64_t(c.B) * H * T, Tk);
+  // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0), over
+  // each row's causal prefix only: the keys past the query are -inf, whose exp(-inf) = 0 changes neither
+  // the max nor the sum, so the prefix gives the full row's bits without computing T²/2 exponentials.
+  const int64_t rows = int64_t(c.B) * H * T;
+#pragma omp parallel for schedule(static) if (rows * Tk >= kParallelElems)
+  for (int64_t r = 0; r < rows; r++) {
+    float* x = S + size_t(r) * Tk;
+    const int n = std::min(Tk, off + int(r % T) + 1);
+    softmax_forward(x, x, 1, n);
+    std::fill(x + n, x + Tk, 0.0f);
+  }
   c.maybe(b, "hook_pattern", S, {H, T, Tk});
   for (int s = 0; s < c.B; s++)
     for (int h = 0; h < H; h++)
