@@ -269,10 +269,8 @@ void run_chunks(const Model& model, const Options& o, const Plan& p, const Corpu
     recs.resize(size_t(w1 - w0));
     int err = 0;
     std::string err_what;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-    for (int64_t w = w0; w < w1; w++) {
-      if (err || (stop && *stop)) continue;
-      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+    auto window = [&](int64_t w, int tid) {
+      if (err || (stop && *stop)) return;
       try {
         WindowRunner& runner = *runners[size_t(tid)];
         std::vector<int>& wid = ids[size_t(tid)];
@@ -301,6 +299,12 @@ void run_chunks(const Model& model, const Options& o, const Plan& p, const Corpu
         pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (progress && (tid == 0 || pr.windows_done == pr.windows_total)) progress(pr);
       }
+    };
+    if (nt > 1) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+      for (int64_t w = w0; w < w1; w++) window(w, omp_get_thread_num());
+    } else {  // outside any OpenMP region, even an inactive one: BLIS threads only at level 0 (gemm.cpp)
+      for (int64_t w = w0; w < w1; w++) window(w, 0);
     }
     if (err) throw Error(ErrorKind(err), err_what);
     if (stop && *stop) {
