@@ -3,7 +3,7 @@
 // of processes (MPI ranks) work through independently and that a killed run resumes.
 //
 //   corpus files ──tokens (mapped, never read whole)──▶ windows [start, start + T), start = w · stride
-//   windows ──grouped──▶ chunks of `chunk_windows` (the unit of work, of resumption and of the sum tree)
+//   windows ──grouped──▶ chunks of `chunk_windows` (the unit of work, of resumption and of the shards)
 //   per window: WindowRunner::run ──▶ per layer, inside its hooks: pattern A [H, T, T] ──▶ detector sums,
 //   z ──▶ DLA norms; the saved hooks ──▶ a partial record of doubles + one row per hook in the chunk's shard
 //   per chunk: its rows of the sum tree (sweep_sum.cpp) ──▶ chunks/cNNNNNN.stats.npy (+ cNNNNNN.json last)
