@@ -52,7 +52,7 @@ def sweep(model, out, corpus=None, tokens_files=None, token_dtype="uint16", wind
     llm.c's .bin), and with `save` the activations of those hooks for every window (an activation store,
     read with qkv.open_store(out)). Writes what the CLI writes into `out` (stats.json, stats.csv, the
     heatmaps, chunks/, shards/, manifest.json) and returns stats.json's dict: {"model_hash", "n_tokens",
-    "window", "stride", "max_offset", "chunk_windows", "windows", "query_rows", "heads": [{"layer", "head",
+    "window", "stride", "max_offset", "windows", "query_rows", "heads": [{"layer", "head",
     "previous_token", "duplicate_token", "induction", "entropy", "sink", "dla", "offset"}, …]}.
 
     window 0: the model's context; stride 0: the window; chunk_windows 0: from shard_mb when saving, else 64;

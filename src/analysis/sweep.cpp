@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "qkv/gemm.hpp"
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/mapped_file.hpp"
+#include "qkv/profile.hpp"
 
 namespace qkv::analysis::sweep {
 
@@ -178,6 +180,8 @@ std::vector<double> norm_gain(const Model& m, const Weight& w) {
   return out;
 }
 
+constexpr int kGramBlock = 128;
+
 // E = P Γ (W_U W_Uᵀ) Γ P [d, d], W_U [d, V] the unembedding (lm_head, or the embedding when tied);
 // Γ = diag(final norm's gain); P = I − 11ᵀ/d for LayerNorm, I for RMSNorm (no centring).
 std::vector<double> unembed_gram(const Model& m) {
@@ -191,9 +195,17 @@ std::vector<double> unembed_gram(const Model& m) {
     f.resize(size_t(nb) * d);
     W.read(int64_t(v0) * d, int64_t(nb) * d, f.data());
     rows.assign(f.begin(), f.end());
-    // G += rowsᵀ rows   (torch: G += W[v0:v0+nb].T @ W[v0:v0+nb])
-    gemm<double>(true, false, d, d, nb, 1.0, rows.data(), d, rows.data(), d, 1.0, G.data(), d);
+    // G += rowsᵀ rows   (torch: G += W[v0:v0+nb].T @ W[v0:v0+nb]), only the blocks on and below the
+    // diagonal (G is symmetric: 58 % of the products for GPT-2 small's d = 768); mirrored below.
+    for (int a0 = 0; a0 < d; a0 += kGramBlock)
+      for (int b0 = 0; b0 <= a0; b0 += kGramBlock)
+        gemm<double>(true, false, std::min(kGramBlock, d - a0), std::min(kGramBlock, d - b0), nb, 1.0,
+                     rows.data() + a0, d, rows.data() + b0, d, 1.0, G.data() + size_t(a0) * d + b0, d);
   }
+  for (int a0 = 0; a0 < d; a0 += kGramBlock)
+    for (int b0 = 0; b0 < a0; b0 += kGramBlock)
+      for (int a = a0; a < std::min(a0 + kGramBlock, d); a++)
+        for (int b = b0; b < std::min(b0 + kGramBlock, d); b++) G[size_t(b) * d + a] = G[size_t(a) * d + b];
   const std::vector<double> g = norm_gain(m, m.lnf_w);
   for (int a = 0; a < d; a++)
     for (int b = 0; b < d; b++) G[size_t(a) * d + b] *= g[size_t(a)] * g[size_t(b)];
@@ -225,10 +237,29 @@ void row_rstd(const Arch& a, const float* x, int T, int d, double* out) {
   }
 }
 
+// For each query i, the earlier positions j < i holding the same token, ascending (CSR: at[i] ..
+// at[i + 1] in pos). The duplicate-token target is 1 exactly there, the induction target at j + 1.
+struct Repeats {
+  std::vector<int> at, pos;
+  explicit Repeats(const std::vector<int>& ids) {
+    const int T = int(ids.size());
+    std::map<int, std::vector<int>> seen;
+    at.assign(size_t(T) + 1, 0);
+    for (int i = 0; i < T; i++) {
+      std::vector<int>& s = seen[ids[size_t(i)]];
+      pos.insert(pos.end(), s.begin(), s.end());
+      at[size_t(i) + 1] = int(pos.size());
+      s.push_back(i);
+    }
+  }
+};
+
 // One head's detector sums etc. from its pattern A [T, T] (row-major; the masked part exact zeros).
-void head_stats(const float* A, int T, const std::vector<int>& ids, int K, double* o) {
-  // The detector's sums, in its order (row-major over the full T × T, whose masked part is exact
-  // zeros and changes no sum): hit += A ⊙ target, mass += A.
+// Each sum gets its terms in the order of the detector's row-major scan over the full T × T (whose
+// masked part is exact zeros and changes no sum) — hit += A ⊙ target, mass += A — but only the dense
+// ones (mass, entropy) visit every entry: the targets, the offsets and the sink are read where they are
+// nonzero, which adds the same terms in the same order.
+void head_stats(const float* A, int T, const Repeats& rep, int K, double* o) {
   double mass = 0, prev = 0, dup = 0, ind = 0, ent = 0, sink = 0;
   for (int i = 0; i < T; i++) {
     const float* row = A + size_t(i) * T;
@@ -236,12 +267,12 @@ void head_stats(const float* A, int T, const std::vector<int>& ids, int K, doubl
     for (int j = 0; j <= i; j++) {
       const double a = row[j];
       mass += a;
-      if (j == i - 1) prev += a;
-      if (j < i && ids[size_t(j)] == ids[size_t(i)]) dup += a;
-      if (j >= 1 && ids[size_t(j) - 1] == ids[size_t(i)]) ind += a;  // j − 1 <= i − 1 holds
       if (a > 0) row_ent -= a * std::log(a);
-      if (i - j <= K) o[Layout::kPerHead + (i - j)] += a;
     }
+    if (i >= 1) prev += row[i - 1];
+    for (int r = rep.at[size_t(i)]; r < rep.at[size_t(i) + 1]; r++) dup += row[rep.pos[size_t(r)]];
+    for (int r = rep.at[size_t(i)]; r < rep.at[size_t(i) + 1]; r++) ind += row[rep.pos[size_t(r)] + 1];  // <= i
+    for (int k = 0; k <= std::min(K, i); k++) o[Layout::kPerHead + k] += row[i - k];
     if (i >= 1) ent += row_ent, sink += row[0];
   }
   o[Layout::kPrev] = mass > 0 ? prev / mass : 0.0;
@@ -249,6 +280,21 @@ void head_stats(const float* A, int T, const std::vector<int>& ids, int K, doubl
   o[Layout::kInd] = mass > 0 ? ind / mass : 0.0;
   o[Layout::kEntropy] = ent;
   o[Layout::kSink] = sink;
+}
+
+// q[i] = z_i M z_iᵀ for one head: z [T, H, dh] (float), M [dh, dh]; Y = Z M by a double GEMM, then
+// each row's dot product with z_i. zd, y: scratch [T · dh].
+void quadratic_forms(const float* z, int T, int H, int h, int dh, const std::vector<double>& M,
+                     std::vector<double>& zd, std::vector<double>& y, std::vector<double>& q) {
+  zd.resize(size_t(T) * dh), y.resize(size_t(T) * dh), q.assign(size_t(T), 0.0);
+  for (int i = 0; i < T; i++)
+    for (int r = 0; r < dh; r++) zd[size_t(i) * dh + r] = z[(size_t(i) * H + h) * dh + r];
+  gemm<double>(false, false, T, dh, dh, 1.0, zd.data(), dh, M.data(), dh, 0.0, y.data(), dh);
+  for (int i = 0; i < T; i++) {
+    double s = 0;
+    for (int r = 0; r < dh; r++) s += zd[size_t(i) * dh + r] * y[size_t(i) * dh + r];
+    q[size_t(i)] = s;
+  }
 }
 
 }  // namespace
@@ -264,6 +310,7 @@ struct WindowRunner::Impl {
   std::vector<std::vector<double>> rpost;  // [L][T]: Gemma 2's post-attention rstd of the last run
   std::vector<double> rstd_f;              // [T]
   std::vector<float> y;                    // scratch
+  std::vector<double> zd, yd;              // scratch of quadratic_forms
   explicit Impl(const Model& m) : model(m) {}
 };
 
@@ -276,21 +323,22 @@ WindowRunner::WindowRunner(const Model& model, const std::set<std::string>& hook
   impl_->M.resize(size_t(L) * H);
   impl_->qf.resize(size_t(L) * H);
   if (a.post_norms) impl_->Wo.resize(size_t(L)), impl_->rpost.resize(size_t(L));
-  std::vector<double> Wo(size_t(dh) * d), B(size_t(dh) * d);
+  std::vector<double> Wo(size_t(H) * dh * d), B(size_t(H) * dh * d);
   for (int l = 0; l < L; l++) {
     std::vector<float> W_O = dense_wo(model, l);
     std::vector<double> gp;
     if (a.post_norms) gp = norm_gain(model, model.blocks[size_t(l)].post_attn_w);
+    Wo.assign(W_O.begin(), W_O.end());
+    if (a.post_norms)  // Γ_post folded into W_O^h: the head's output as the post-norm scales it
+      for (int r = 0; r < H * dh; r++)
+        for (int j = 0; j < d; j++) Wo[size_t(r) * d + j] *= gp[size_t(j)];
+    // B = W_O E for every head of the layer at once (one GEMM); M_h = B_h W_O^hᵀ [dh, dh]
+    gemm<double>(false, false, H * dh, d, d, 1.0, Wo.data(), d, E.data(), d, 0.0, B.data(), d);
     for (int h = 0; h < H; h++) {
-      Wo.assign(W_O.begin() + long(h) * dh * d, W_O.begin() + long(h + 1) * dh * d);
-      if (a.post_norms)  // Γ_post folded into W_O^h: the head's output as the post-norm scales it
-        for (int r = 0; r < dh; r++)
-          for (int j = 0; j < d; j++) Wo[size_t(r) * d + j] *= gp[size_t(j)];
-      // M_h = W_O^h E W_O^hᵀ [dh, dh]
-      gemm<double>(false, false, dh, d, d, 1.0, Wo.data(), d, E.data(), d, 0.0, B.data(), d);
       auto& M = impl_->M[size_t(l) * H + h];
       M.assign(size_t(dh) * dh, 0.0);
-      gemm<double>(false, true, dh, dh, d, 1.0, B.data(), d, Wo.data(), d, 0.0, M.data(), dh);
+      gemm<double>(false, true, dh, dh, d, 1.0, B.data() + size_t(h) * dh * d, d, Wo.data() + size_t(h) * dh * d, d,
+                   0.0, M.data(), dh);
     }
     if (a.post_norms) impl_->Wo[size_t(l)] = std::move(W_O);
   }
@@ -315,6 +363,7 @@ void WindowRunner::run(const std::vector<int>& ids, const Layout& lay, std::vect
   I.saved.clear();
   I.rstd_f.assign(size_t(T), 0.0);
   const std::string last = "blocks." + std::to_string(L - 1) + ".hook_resid_post";
+  const Repeats rep(ids);
   // Threads over heads only where there is work enough to pay for waking them (GPT-2 small at
   // T = 1024: 12 M pattern entries per layer; the bundled model at T = 128: 66 k, faster on one).
   const bool threads = double(T) * T * H >= 2e6;
@@ -332,27 +381,15 @@ void WindowRunner::run(const std::vector<int>& ids, const Layout& lay, std::vect
     if (n.rfind("blocks.", 0) != 0) return;
     const int l = std::stoi(n.substr(7));
     if (n.find(".attn.hook_pattern") != std::string::npos) {  // A [H, T, T]
+      profile::Scope p_("sweep: pattern statistics");
       const float* A = v.data;
 #pragma omp parallel for schedule(dynamic, 1) if (threads)
-      for (int h = 0; h < H; h++) head_stats(A + size_t(h) * T * T, T, ids, K, out.data() + lay.head(l, h));
+      for (int h = 0; h < H; h++) head_stats(A + size_t(h) * T * T, T, rep, K, out.data() + lay.head(l, h));
     } else if (n.find(".attn.hook_z") != std::string::npos) {  // z [T, H, dh]
+      profile::Scope p_("sweep: DLA forms z M zT");
       const float* z = v.data;
-#pragma omp parallel for schedule(dynamic, 1) if (threads)
-      for (int h = 0; h < H; h++) {
-        const std::vector<double>& M = I.M[size_t(l) * H + h];
-        std::vector<double>& q = I.qf[size_t(l) * H + h];
-        q.assign(size_t(T), 0.0);
-        for (int i = 0; i < T; i++) {
-          const float* zi = z + (size_t(i) * H + h) * dh;
-          double s = 0;
-          for (int r = 0; r < dh; r++) {
-            double row = 0;
-            for (int c = 0; c < dh; c++) row += M[size_t(r) * dh + c] * double(zi[c]);
-            s += double(zi[r]) * row;
-          }
-          q[size_t(i)] = s;
-        }
-      }
+      for (int h = 0; h < H; h++)  // the GEMM uses every thread
+        quadratic_forms(z, T, H, h, dh, I.M[size_t(l) * H + h], I.zd, I.yd, I.qf[size_t(l) * H + h]);
       if (a.post_norms) {  // the attention output before its norm: y = z · W_O (+ b_O); rstd of each row
         I.y.assign(size_t(T) * d, 0.0f);
         const Weight& bo = I.model.blocks[size_t(l)].bo;

@@ -52,7 +52,7 @@ void write_npy_raw(const std::string& path, const char* descr, const std::vector
 json plan_json(const Plan& p) {
   json shapes = json::object();
   for (const auto& [k, v] : p.save_shapes) shapes[k] = v;
-  return {{"format", "qkv-sweep 1"},
+  return {{"format", "qkv-sweep 2"},
           {"model", p.model_path},
           {"model_hash", p.model_hash},
           {"corpus", p.corpus},
@@ -199,16 +199,14 @@ void write_plan(const Options& o, const Comm& comm, const Plan& p, const json& p
           fs::remove(e.path());
 }
 
-// A finished chunk: its shards, then its stats (the windows' records summed in window order), then the
-// record that says the chunk is done.
+// A finished chunk: its shards, then its stats (its rows of the sum tree: chunk_rows), then the record
+// that says the chunk is done.
 void write_chunk(const Options& o, const Plan& p, const Layout& lay, int64_t c, int64_t w0, int64_t w1,
                  const std::vector<std::vector<double>>& recs,
                  const std::map<std::string, std::vector<float>>& buf32,
                  const std::map<std::string, std::vector<uint16_t>>& buf16) {
   const fs::path out(o.out);
-  std::vector<double> sum(lay.size(), 0.0);
-  for (const auto& rec : recs)
-    for (size_t i = 0; i < sum.size(); i++) sum[i] += rec[i];  // window order within the chunk
+  const std::vector<double> rows = chunk_rows(lay, w0, w1, p.n_windows, recs);
   json shards = json::object();
   for (const auto& h : p.save) {
     std::vector<int64_t> shape{w1 - w0};
@@ -223,7 +221,8 @@ void write_chunk(const Options& o, const Plan& p, const Layout& lay, int64_t c, 
     shards[h] = {{"file", rel}, {"shape", shape}, {"dtype", p.save_dtype}};
   }
   const std::string stats_rel = "chunks/" + chunk_name(c) + ".stats.npy";
-  write_npy_raw((out / stats_rel).string(), "<f8", {int64_t(sum.size())}, sum.data(), sum.size() * 8);
+  write_npy_raw((out / stats_rel).string(), "<f8", {int64_t(rows.size() / lay.size()), int64_t(lay.size())},
+                rows.data(), rows.size() * 8);
   const json record = {{"chunk", c},
                        {"windows", {w0, w1}},
                        {"tokens", {w0 * p.stride, (w1 - 1) * p.stride + p.window}},
@@ -270,10 +269,8 @@ void run_chunks(const Model& model, const Options& o, const Plan& p, const Corpu
     recs.resize(size_t(w1 - w0));
     int err = 0;
     std::string err_what;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-    for (int64_t w = w0; w < w1; w++) {
-      if (err || (stop && *stop)) continue;
-      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+    auto window = [&](int64_t w, int tid) {
+      if (err || (stop && *stop)) return;
       try {
         WindowRunner& runner = *runners[size_t(tid)];
         std::vector<int>& wid = ids[size_t(tid)];
@@ -302,6 +299,12 @@ void run_chunks(const Model& model, const Options& o, const Plan& p, const Corpu
         pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (progress && (tid == 0 || pr.windows_done == pr.windows_total)) progress(pr);
       }
+    };
+    if (nt > 1) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+      for (int64_t w = w0; w < w1; w++) window(w, omp_get_thread_num());
+    } else {  // outside any OpenMP region, even an inactive one: BLIS threads only at level 0 (gemm.cpp)
+      for (int64_t w = w0; w < w1; w++) window(w, 0);
     }
     if (err) throw Error(ErrorKind(err), err_what);
     if (stop && *stop) {
@@ -354,16 +357,14 @@ void write_manifest(const Options& o, const Plan& p, const Layout& lay, RunResul
 }  // namespace
 
 std::vector<double> reduce_chunks(const std::string& out, const Plan& plan, const Layout& layout) {
-  std::vector<double> total(layout.size(), 0.0);
+  BlockReducer sum(layout, plan.n_windows);
   for (int64_t c = 0; c < plan.n_chunks; c++) {
     const std::string path = (fs::path(out) / "chunks" / (chunk_name(c) + ".stats.npy")).string();
     const io::NpyArray a = io::read_npy(path);
-    if (a.data.size() != layout.size())
-      data_error(path + ": " + std::to_string(a.data.size()) + " values, expected " +
-                 std::to_string(layout.size()));
-    for (size_t i = 0; i < total.size(); i++) total[i] += a.data[i];
+    const int64_t w0 = c * plan.chunk_windows, w1 = std::min(plan.n_windows, w0 + plan.chunk_windows);
+    sum.add(w0, w1, a.data.data(), a.data.size(), path);
   }
-  return total;
+  return sum.total();
 }
 
 RunResult run_sweep(const Model& model, const std::string& model_path, const std::optional<Tokenizer>& tok,

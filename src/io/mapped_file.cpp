@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -41,6 +42,16 @@ MappedFile MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return m;
+}
+
+void MappedFile::release(const void* p, std::size_t n) const {
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + n;
+  const auto base = reinterpret_cast<std::uintptr_t>(data_);
+  if (data_ == nullptr || lo < base || hi > base + size_) return;
+  const std::uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  // Advice only: a failure leaves the pages resident, which is still correct.
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

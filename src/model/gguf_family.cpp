@@ -313,54 +313,41 @@ struct LoadNotes {
   bool permuted = false, quantized = false;
 };
 
-// One stored tensor as the weight w ([out, in] as stored): F32/F16/BF16 used in place when aligned,
-// quantized ones kept as stored (dequantized per use); llama's Q/K rows put back into Hugging Face's order
-// (a copy in the stored type); unaligned plain tensors copied once into fp32.
+// One stored tensor as the weight w ([out, in] as stored), in its stored type: F32/F16/BF16 in place
+// when aligned, quantized ones in place (dequantized per use). A copy of our own only for llama's Q/K
+// (rows put back into Hugging Face's order; quantized blocks never straddle rows, so rows move as
+// bytes) and for plain tensors a general.alignment below 4 leaves unaligned; the mapped pages are
+// released once copied, so the tensor is resident once.
 void view_tensor(const io::GgufFile& f, const io::GgufTensorInfo& t, int heads, Model& m, Weight& w,
                  LoadNotes& notes) {
   w.shape.assign(t.ne.rbegin(), t.ne.rend());
   w.in_out = false;
   const bool plain = t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16;
   const size_t esize = t.type == GgmlType::F32 ? 4 : 2;
-  const int64_t rows = w.shape[0], cols = t.numel() / std::max<int64_t>(rows, 1);
-  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % esize == 0;
+  const bool aligned = !plain || reinterpret_cast<uintptr_t>(t.data) % esize == 0;
   notes.permuted = notes.permuted || heads > 0;
-  auto keep = [&](auto owned) {
-    w.data = owned->data();
-    m.keep_alive.push_back(owned);
-  };
-  if (plain && aligned) {
-    w.type = plain_type(t.type);
-    w.data = t.data;  // in place
-    if (heads > 0 && esize == 4) {
-      auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
-      permute_rows(reinterpret_cast<const float*>(t.data), owned->data(), rows, cols, heads, false);
-      keep(owned);
-    } else if (heads > 0) {
-      auto owned = std::make_shared<std::vector<uint16_t>>(size_t(t.numel()));
-      permute_rows(reinterpret_cast<const uint16_t*>(t.data), owned->data(), rows, cols, heads, false);
-      keep(owned);
-    }
-  } else if (plain) {  // a general.alignment below 4
-    auto owned = std::make_shared<std::vector<float>>(size_t(t.numel()));
-    f.read_f32(t, owned->data());
-    if (heads > 0) {
-      const std::vector<float> tmp(*owned);
-      permute_rows(tmp.data(), owned->data(), rows, cols, heads, false);
-    }
-    w.type = WeightType::F32;
-    keep(owned);
-  } else {  // quantized: blocks never straddle rows, so rows move as bytes
-    w.type = WeightType::GGML;
-    w.ggml_type = uint32_t(t.type);
-    w.data = t.data;
-    notes.quantized = true;
-    if (heads > 0) {
-      auto owned = std::make_shared<std::vector<unsigned char>>(size_t(t.nbytes));
-      permute_rows(t.data, owned->data(), rows, int64_t(t.nbytes) / rows, heads, false);
-      keep(owned);
+  notes.quantized = notes.quantized || !plain;
+  w.type = plain ? plain_type(t.type) : WeightType::GGML;
+  if (!plain) w.ggml_type = uint32_t(t.type);
+  w.data = t.data;
+  if (aligned && heads == 0) return;
+  auto owned = std::make_shared<std::vector<uint32_t>>((t.nbytes + 3) / 4);  // 4-byte aligned
+  auto* dst = reinterpret_cast<unsigned char*>(owned->data());
+  if (heads > 0) {
+    const int64_t rows = std::max<int64_t>(w.shape[0], 1);
+    permute_rows(t.data, dst, rows, int64_t(t.nbytes) / rows, heads, false);
+    f.release(t);
+  } else {
+    constexpr uint64_t kPiece = uint64_t(4) << 20;  // copy and release in pieces: never two whole copies
+    for (uint64_t i = 0; i < t.nbytes; i += kPiece) {
+      io::GgufTensorInfo piece;
+      piece.data = t.data + i, piece.nbytes = std::min(kPiece, t.nbytes - i);
+      std::memcpy(dst + i, piece.data, piece.nbytes);
+      f.release(piece);
     }
   }
+  w.data = owned->data();
+  m.keep_alive.push_back(owned);
 }
 
 std::string source_line(const io::GgufFile& f, const std::string& g, const std::map<std::string, int>& types,

@@ -19,8 +19,11 @@ namespace qkv {
 namespace {
 
 constexpr long kParallelElems = 1 << 15;
-// Non-F32 weights are converted this many elements at a time into one reused buffer (8 MiB).
-constexpr int64_t kChunk = int64_t(1) << 21;
+// Non-F32 weights are converted this many elements at a time (2 MiB) into a buffer that is dead while
+// the products run: the keys' st.k (the projections read u, zm or h and write P, att or h; the keys are
+// split out of P only after them), so no buffer of its own is held. The chunk is a constant (a
+// Conv1D weight is chunked along the reduction, so the chunk decides how its sums are split).
+constexpr int64_t kChunk = int64_t(1) << 19;
 
 struct Ctx {
   const Model& m;
@@ -250,18 +253,29 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
       gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + s * per + size_t(h) * T * dh, dh,
                   k + (size_t(s) * K + h / G) * stride, dh, 0.0f, Sh, Tk);
 #pragma omp parallel for schedule(static) if (long(T) * Tk >= kParallelElems)
-      for (int i = 0; i < T; i++)
-        for (int j = 0; j < Tk; j++) {
-          float& x = Sh[size_t(i) * Tk + j];
-          const int qi = off + i;  // the query's position
-          if (j > qi || (w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x = ninf;
-          else if (cap > 0) x = cap * std::tanh(x / cap);
+      for (int i = 0; i < T; i++) {
+        float* x = Sh + size_t(i) * Tk;
+        const int qi = off + i, n = std::min(Tk, qi + 1);  // the query's position; keys past it are masked
+        std::fill(x + n, x + Tk, ninf);
+        for (int j = 0; j < n; j++) {
+          if ((w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x[j] = ninf;
+          else if (cap > 0) x[j] = cap * std::tanh(x[j] / cap);
         }
+      }
     }
   }
   c.maybe(b, "hook_attn_scores", S, {H, T, Tk});
-  // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0).
-  softmax_forward(S, S, int64_t(c.B) * H * T, Tk);
+  // A = softmax(S) row by row, in place (ops.hpp's softmax_forward: max subtracted, -inf -> 0), over
+  // each row's causal prefix only: the keys past the query are -inf, whose exp(-inf) = 0 changes neither
+  // the max nor the sum, so the prefix gives the full row's bits without computing T²/2 exponentials.
+  const int64_t rows = int64_t(c.B) * H * T;
+#pragma omp parallel for schedule(static) if (rows * Tk >= kParallelElems)
+  for (int64_t r = 0; r < rows; r++) {
+    float* x = S + size_t(r) * Tk;
+    const int n = std::min(Tk, off + int(r % T) + 1);
+    softmax_forward(x, x, 1, n);
+    std::fill(x + n, x + Tk, 0.0f);
+  }
   c.maybe(b, "hook_pattern", S, {H, T, Tk});
   for (int s = 0; s < c.B; s++)
     for (int h = 0; h < H; h++)
@@ -292,15 +306,17 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const std::string b = "blocks." + std::to_string(l) + ".attn.";
   // q, k, v: the model's own maps of u, into [R, qd | kvd | kvd] (or NeoX's [R, H, 3, dh]), then heads.
   const int total = qd + 2 * kvd;
-  grow(st.qkv, size_t(R) * total);
+  // Sized once for P and for the MLP's h, which reuses its place (a later grow would copy, briefly
+  // holding both).
+  grow(st.qkv, size_t(R) * std::max(total, a.attn_only() ? 0 : a.d_ff));
   float* P = st.qkv.data();
   std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
-    linear(P, total, u, R, w.wq, &w.bq, st.wbuf);
-    linear(P + qd, total, u, R, w.wk, &w.bk, st.wbuf);
-    linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.wbuf);
+    linear(P, total, u, R, w.wq, &w.bq, st.k);
+    linear(P + qd, total, u, R, w.wk, &w.bk, st.k);
+    linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.k);
   } else {
-    linear(P, total, u, R, w.wqkv, &w.bqkv, st.wbuf);
+    linear(P, total, u, R, w.wqkv, &w.bqkv, st.k);
   }
   // [B, heads, T, dh]: sequence s's rows of P into its own heads
   const size_t qs = size_t(H) * T * dh, ks = size_t(K) * T * dh;
@@ -334,7 +350,10 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
     hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
     hook_heads(c, b, "hook_rot_k", st.k.data(), K, dh);
   }
-  grow(st.z, qs * c.B);
+  // Buffers are reused once dead, so a forward holds each activation size once (docs/performance.md,
+  // memory): z goes where the fused projection P was (P is dead once split into heads), hook_z's
+  // [T, H, dh] where q was (dead once z exists); the MLP's hidden layer later reuses P's place too.
+  float* z = P;
   const int win = a.window_of(l);
   const bool materialise = c.materialise_all || c.padded || c.wants(b, "hook_attn_scores") ||
                            c.wants(b, "hook_pattern") || a.attn_softcap > 0 || (win > 0 && win < T);
@@ -348,19 +367,19 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
       std::copy_n(st.k.data() + size_t(g) * T * dh, size_t(T) * dh, kc.data() + g * stride + size_t(off) * dh);
       std::copy_n(st.v.data() + size_t(g) * T * dh, size_t(T) * dh, vc.data() + g * stride + size_t(off) * dh);
     }
-    attention_materialised(c, l, st.z.data(), kc.data(), vc.data(), stride, off);
+    attention_materialised(c, l, z, kc.data(), vc.data(), stride, off);
   } else if (materialise) {
-    attention_materialised(c, l, st.z.data(), st.k.data(), st.v.data(), size_t(T) * dh, 0);
+    attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
   } else {
-    attention_flash(c, st.z.data());
+    attention_flash(c, z);
   }
   // z [B, H, T, dh] -> zm [B·T, H·dh] (which is TransformerLens's hook_z [(B,) T, H, dh] as it lies)
-  grow(st.zm, size_t(R) * qd);
-  for (int s = 0; s < c.B; s++) heads_to_rows(st.zm.data() + s * qs, st.z.data() + s * qs, H, T, dh);
+  float* zm = st.q.data();  // [B·T, H·dh]: R · qd floats, st.q's size
+  for (int s = 0; s < c.B; s++) heads_to_rows(zm + s * qs, z + s * qs, H, T, dh);
   scope.reset();
-  c.maybe(b, "hook_z", st.zm.data(), {T, H, dh});
+  c.maybe(b, "hook_z", zm, {T, H, dh});
   scope.emplace("W_O");
-  linear(out, d, st.zm.data(), R, w.wo, &w.bo, st.wbuf);
+  linear(out, d, zm, R, w.wo, &w.bo, st.k);
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
@@ -372,10 +391,10 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
   RunState& st = c.st;
   const int T = c.R(), d = a.d, ff = a.d_ff;  // every row of the batch
   const long n = long(T) * ff;
-  grow(st.h, size_t(n));
-  float* h = st.h.data();
+  grow(st.qkv, size_t(n));  // the attention's fused projection is dead by now: its place holds h
+  float* h = st.qkv.data();
   if (a.mlp == MlpKind::GeluTanh || a.mlp == MlpKind::Gelu) {
-    linear(h, ff, u, T, w.w_up, &w.b_up, st.wbuf);
+    linear(h, ff, u, T, w.w_up, &w.b_up, st.k);
     const bool tanh_form = a.mlp == MlpKind::GeluTanh;
     if (tanh_form) {
       // rowops.hpp's vectorised GELU (x / (1 + e^{-2y}), within 2e-7 relative of the training forward's
@@ -393,14 +412,14 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
     int ldg;
     if (a.gate_up_fused) {
       grow(st.g, size_t(2) * n);
-      linear(st.g.data(), 2 * ff, u, T, w.w_gate_up, nullptr, st.wbuf);
+      linear(st.g.data(), 2 * ff, u, T, w.w_gate_up, nullptr, st.k);
       g = st.g.data(), ldg = 2 * ff;
 #pragma omp parallel for schedule(static) if (n >= kParallelElems)
       for (int t = 0; t < T; t++) std::copy_n(g + long(t) * ldg + ff, ff, h + long(t) * ff);
     } else {
       grow(st.g, size_t(n));
-      linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, st.wbuf);
-      linear(h, ff, u, T, w.w_up, &w.b_up, st.wbuf);
+      linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, st.k);
+      linear(h, ff, u, T, w.w_up, &w.b_up, st.k);
       g = st.g.data(), ldg = ff;
     }
     // h ·= act(g), both activations written as g / (1 + e^{-s}) (silu: s = g; gelu_tanh: s = 2·√(2/π)(g +
@@ -426,7 +445,7 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
       }
     }
   }
-  linear(out, d, h, T, w.w_down, &w.b_down, st.wbuf);
+  linear(out, d, h, T, w.w_down, &w.b_down, st.k);
 }
 
 void add_rows(float* x, const float* y, long n) {
@@ -580,13 +599,13 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     profile::Scope p_("embedding");
     const float es = a.embed_scale ? float(std::sqrt(double(d))) : 1.0f;
     const bool learned = a.pos == PosKind::Learned;
-    if (learned) grow(st.tmp, Td);
+
 #pragma omp parallel for schedule(static) if (long(Td) >= kParallelElems)
     for (int t = 0; t < R; t++) {
       float* xt = x + long(t) * d;
       m.wte.read(int64_t(ids[size_t(t)]) * d, d, xt);
       if (learned) {
-        float* p = st.tmp.data() + long(t) * d;
+        float* p = att + long(t) * d;  // the attention output's place is free until block 0
         m.wpe.read(int64_t(st.pos[size_t(t)]) * d, d, p);
         for (int j = 0; j < d; j++) xt[j] += p[j];
       }
@@ -612,8 +631,10 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, R, d);
     c.maybe(b, "hook_attn_out", att, {T, d});
     if (!a.attn_only()) {
-      grow(st.m, Td);
-      float* mo = st.m.data();
+      // The MLP's output goes where the attention's was (dead once added to x), unless the residual is
+      // parallel (HF: mlp_out + attn_out + x needs both).
+      if (a.parallel_residual) grow(st.m, Td);
+      float* mo = a.parallel_residual ? st.m.data() : att;
       if (a.parallel_residual) {
         norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, R, d);
       } else {
@@ -651,7 +672,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   const Weight& W = m.lm_head.present() ? m.lm_head : m.wte;
   {
     profile::Scope p_("logits (unembedding)");
-    linear(st.logits.data(), V, u, rows, W, nullptr, st.wbuf);
+    linear(st.logits.data(), V, u, rows, W, nullptr, st.k);
   }
   if (a.final_softcap > 0) {
     const float cap = float(a.final_softcap);

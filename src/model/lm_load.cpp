@@ -187,6 +187,42 @@ WeightType weight_type(io::DType t) {
 
 Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
 
+// A tensor's bytes copied to dst in pieces of 4 MiB, each piece's whole mapped pages released once
+// copied: the copy and its source are never resident together beyond one piece.
+void copy_releasing(const io::SafetensorsFile& file, const io::TensorInfo& t, void* dst) {
+  constexpr size_t kPiece = size_t(4) << 20;
+  const unsigned char* src = file.bytes(t);
+  const size_t n = size_t(t.end - t.begin);
+  for (size_t i = 0; i < n; i += kPiece) {
+    const size_t k = std::min(kPiece, n - i);
+    std::memcpy(static_cast<unsigned char*>(dst) + i, src + i, k);
+    io::TensorInfo piece = t;
+    piece.begin = t.begin + i, piece.end = t.begin + i + k;
+    file.release(piece);
+  }
+}
+
+// Whether a tied checkpoint's lm_head.weight holds exactly the embedding's values, compared a block of
+// rows at a time (not as two whole fp32 copies: GPT-2's would be 2 × 154 MB), its pages released after.
+bool same_as_embedding(const io::SafetensorsFile& file, const io::TensorInfo& t, const Weight& wte) {
+  const size_t es = io::dtype_size(t.dtype);
+  const int64_t n = t.numel(), block = int64_t(1) << 18;
+  std::vector<float> a, b(size_t(std::min(n, block)));
+  bool same = true;
+  for (int64_t i = 0; i < n && same; i += block) {
+    const int64_t k = std::min(block, n - i);
+    io::TensorInfo piece = t;
+    piece.shape = {k};
+    piece.begin = t.begin + uint64_t(i) * es, piece.end = piece.begin + uint64_t(k) * es;
+    a.resize(size_t(k));
+    file.read_f32(piece, a.data());
+    wte.read(i, k, b.data());
+    same = std::equal(a.begin(), a.end(), b.begin());
+    file.release(piece);
+  }
+  return same;
+}
+
 // Builds the model from safetensors files whose tensors `where(name)` locates; checks the family's
 // table against them (missing, mis-shaped, extra) before anything is read.
 Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::SafetensorsFile>>& files,
@@ -249,12 +285,12 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
     w->in_out = arch.conv1d && s.shape.size() == 2 && !is_embedding(s.role);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(w->data);
     if (addr % (w->type == WeightType::F32 ? 4 : 2) != 0) {
-      // Unaligned: copied once into memory of our own (the mapping stays, but this tensor's pages are
-      // read once and not touched again).
-      auto owned = std::make_shared<std::vector<float>>(size_t(w->numel()));
-      f.file->read_f32(*f.info, owned->data());
+      // Unaligned: copied into memory of our own in its stored type, each piece's mapped pages
+      // released as it is copied, so the file is resident once, never beside a whole copy.
+      const size_t bytes = size_t(f.info->end - f.info->begin);
+      auto owned = std::make_shared<std::vector<uint32_t>>((bytes + 3) / 4);
+      copy_releasing(*f.file, *f.info, owned->data());
       w->data = owned->data();
-      w->type = WeightType::F32;
       m.keep_alive.push_back(owned);
     }
     check_finite(*w, f.file->path());
@@ -268,10 +304,7 @@ Model from_files(const Arch& arch, const std::vector<std::shared_ptr<io::Safeten
       if (lm.info->shape != m.wte.shape)
         data_error(lm.file->path() + ": tensor lm_head.weight has shape " + shape_string(lm.info->shape) + ", expected " +
                    shape_string(m.wte.shape) + " (tied to the embedding)");
-      std::vector<float> a(size_t(lm.info->numel())), b(a.size());
-      lm.file->read_f32(*lm.info, a.data());
-      m.wte.read(0, m.wte.numel(), b.data());
-      if (a != b)
+      if (!same_as_embedding(*lm.file, *lm.info, m.wte))
         data_error(lm.file->path() + ": lm_head.weight differs from the embedding, but the config ties them "
                    "(tie_word_embeddings); refusing to guess which one is meant");
     }

@@ -25,9 +25,10 @@ nlohmann::json sweep_stats_json(const sw::RunResult& r) {
                      {"dla", h.dla},
                      {"offset", h.offset}});
   const sw::Plan& p = r.plan;
+  // Nothing here depends on the chunking (sweep.json records it): other chunkings give the same bytes.
   return {{"model_hash", p.model_hash}, {"n_tokens", p.n_tokens},     {"window", p.window},
-          {"stride", p.stride},         {"max_offset", p.max_offset}, {"chunk_windows", p.chunk_windows},
-          {"windows", r.stats.windows}, {"query_rows", r.stats.rows}, {"heads", heads}};
+          {"stride", p.stride},         {"max_offset", p.max_offset}, {"windows", r.stats.windows},
+          {"query_rows", r.stats.rows}, {"heads", heads}};
 }
 
 std::string sweep_stats_csv(const sw::RunResult& r) {

@@ -360,3 +360,46 @@ TEST(Sweep, FinalizeAveragesByTheRightCounts) {
   t.pop_back();
   EXPECT_THROW(finalize(lay, t), Error);
 }
+
+// The sum tree is a function of the windows only: every chunking (chunks that share blocks of the tree
+// with their neighbours, or hold several whole ones) reduces to the same bits as summing each block of
+// kSumBlock windows in window order and the blocks in order. Records of mixed magnitudes, so that
+// another order would round differently (checked: the chunk-order sum of chunk sums differs).
+TEST(Sweep, TheSumTreeDependsOnTheWindowsOnly) {
+  const Layout lay{1, 1, 0};
+  const int64_t n = 3 * kSumBlock + 17;
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<double>> recs(static_cast<size_t>(n), std::vector<double>(lay.size()));
+  for (auto& r : recs)
+    for (double& x : r) x = std::ldexp(double(rng() % 1000003), int(rng() % 40) - 20);
+  std::vector<double> want(lay.size(), 0.0);
+  for (int64_t b0 = 0; b0 < n; b0 += kSumBlock) {
+    std::vector<double> block(lay.size(), 0.0);
+    for (int64_t w = b0; w < std::min(n, b0 + kSumBlock); w++)
+      for (size_t i = 0; i < block.size(); i++) block[i] += recs[size_t(w)][i];
+    for (size_t i = 0; i < block.size(); i++) want[i] += block[i];
+  }
+  bool naive_differs = false;
+  for (int64_t cw : {int64_t(1), int64_t(7), kSumBlock, kSumBlock + 5, 2 * kSumBlock, n}) {
+    BlockReducer red(lay, n);
+    std::vector<double> naive(lay.size(), 0.0);
+    for (int64_t w0 = 0; w0 < n; w0 += cw) {
+      const int64_t w1 = std::min(n, w0 + cw);
+      const std::vector<std::vector<double>> part(recs.begin() + w0, recs.begin() + w1);
+      const std::vector<double> rows = chunk_rows(lay, w0, w1, n, part);
+      EXPECT_EQ(rows.size(), sum_items(w0, w1, n).size() * lay.size());
+      red.add(w0, w1, rows.data(), rows.size(), "chunk");
+      std::vector<double> s(lay.size(), 0.0);
+      for (const auto& r : part)
+        for (size_t i = 0; i < s.size(); i++) s[i] += r[i];
+      for (size_t i = 0; i < s.size(); i++) naive[i] += s[i];
+    }
+    EXPECT_EQ(red.total(), want) << "chunk_windows " << cw;
+    naive_differs = naive_differs || naive != want;
+  }
+  EXPECT_TRUE(naive_differs) << "the records are too tame to tell the orders apart";
+  BlockReducer gap(lay, n);
+  const std::vector<double> rows = chunk_rows(lay, 5, 9, n, std::vector<std::vector<double>>(4, recs[0]));
+  EXPECT_THROW(gap.add(5, 9, rows.data(), rows.size(), "chunk"), Error);  // does not start at window 0
+  EXPECT_THROW(gap.total(), Error);                                       // windows missing
+}

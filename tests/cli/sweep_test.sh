@@ -62,6 +62,16 @@ assert (top(s, "previous_token")["layer"], top(s, "previous_token")["head"]) == 
 assert ind(s, 0.3) == ind(h, 0.5) and len(ind(s, 0.3)) >= 1 and all(l == 1 for l, _ in ind(s, 0.3))
 EOF
 
+# The statistics are a function of the windows only: other chunkings (--chunk-windows 64, one chunk per
+# window, and --shard-mb making 11-window chunks) give byte-identical stats.json and stats.csv. The
+# 200 windows make blocks of the sum tree that straddle chunks in every one of these chunkings.
+for alt in "--chunk-windows 64" "--chunk-windows 1" "--shard-mb 0.7"; do
+  cargs=(--tokens-file "$tmp/rep.u16" --window 128 --max-offset 8 --save blocks.0.attn.hook_z $alt)
+  d=$tmp/chunk_${alt//[^a-z0-9]/_}
+  "$qkv" sweep "${cargs[@]}" --out "$d" >/dev/null 2>&1 || bad "sweep $alt failed"
+  cmp -s "$tmp/a/stats.json" "$d/stats.json" && cmp -s "$tmp/a/stats.csv" "$d/stats.csv" &&
+    ok "$alt: stats.json and stats.csv byte-identical to --chunk-windows 9" || bad "$alt: the statistics depend on the chunking"
+done
 # MPI: two ranks give the same directory, byte for byte (statistics, manifest, shards, records).
 if command -v mpirun >/dev/null 2>&1; then
   # Open MPI's runtime keeps its component state (libmpi and the MCA plugins it dlopens, whose frames

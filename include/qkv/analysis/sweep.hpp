@@ -3,14 +3,15 @@
 // of processes (MPI ranks) work through independently and that a killed run resumes.
 //
 //   corpus files ──tokens (mapped, never read whole)──▶ windows [start, start + T), start = w · stride
-//   windows ──grouped──▶ chunks of `chunk_windows` (the unit of work, of resumption and of the sum tree)
+//   windows ──grouped──▶ chunks of `chunk_windows` (the unit of work, of resumption and of the shards)
 //   per window: WindowRunner::run ──▶ per layer, inside its hooks: pattern A [H, T, T] ──▶ detector sums,
 //   z ──▶ DLA norms; the saved hooks ──▶ a partial record of doubles + one row per hook in the chunk's shard
-//   per chunk: Σ of its window records in window order ──▶ chunks/cNNNNNN.stats.npy (+ cNNNNNN.json last)
-//   finish: Σ of the chunk sums in chunk order ──▶ stats.json / stats.csv (finalize)
+//   per chunk: its rows of the sum tree (sweep_sum.cpp) ──▶ chunks/cNNNNNN.stats.npy (+ cNNNNNN.json last)
+//   finish: the blocks' sums in block order ──▶ stats.json / stats.csv (finalize)
 //
-// The sum tree depends only on the chunk size, never on which process summed what, so the statistics
-// are bit-for-bit the same for any number of ranks and across kill + resume.
+// The sum tree (blocks of kSumBlock windows, each summed in window order, then the blocks in order)
+// depends only on the windows, never on the chunk size or on which process summed what, so the
+// statistics are bit-for-bit the same for any chunking, any number of ranks and across kill + resume.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -198,7 +199,34 @@ RunResult run_sweep(const Model& model, const std::string& model_path, const std
                     const Options& opts, const Comm& comm,
                     const std::function<void(const Progress&)>& progress, const volatile int* stop);
 
-// Reads every chunk record of a finished plan, sums them in chunk order, returns the total record.
+// ---- the sum tree (sweep_sum.cpp) ------------------------------------------------------------------
+
+// Windows per block of the sum tree: a constant, so the sums are a function of the windows only.
+constexpr int64_t kSumBlock = 64;
+// One row of a chunk's stats: windows [first, first + count) — a whole block (its sum) or one window of
+// a block the chunk shares with a neighbour (count 1, its record).
+struct SumItem {
+  int64_t first = 0, count = 0;
+};
+// The rows chunk [w0, w1) of a sweep of n_windows stores, in window order.
+std::vector<SumItem> sum_items(int64_t w0, int64_t w1, int64_t n_windows);
+// Those rows' values, [rows, layout.size()] flattened, from the chunk's window records (recs[w − w0]).
+std::vector<double> chunk_rows(const Layout& layout, int64_t w0, int64_t w1, int64_t n_windows,
+                               const std::vector<std::vector<double>>& recs);
+// Adds the chunks' rows in chunk order (each chunk starting where the last ended) into the total: whole
+// blocks' sums in block order, shared blocks finished window by window. `where` names the chunk in errors.
+class BlockReducer {
+ public:
+  BlockReducer(const Layout& layout, int64_t n_windows);
+  void add(int64_t w0, int64_t w1, const double* rows, size_t n_values, const std::string& where);
+  const std::vector<double>& total() const;  // throws unless every window was added
+
+ private:
+  int64_t n_windows_ = 0, next_ = 0;
+  std::vector<double> total_, block_;
+};
+
+// Reads every chunk record of a finished plan, reduces them (BlockReducer), returns the total record.
 std::vector<double> reduce_chunks(const std::string& out, const Plan& plan, const Layout& layout);
 
 }  // namespace qkv::analysis::sweep

@@ -135,6 +135,9 @@ class GgufFile {
   const GgufTensorInfo* find(std::string_view name) const;                 // nullptr when absent
   const GgufTensorInfo& tensor(std::string_view name) const;               // throws naming it
   const std::string& path() const { return file_.path(); }
+  // Drops the tensor's whole mapped pages from the resident set once it has been copied out
+  // (MappedFile::release); reading it again still works.
+  void release(const GgufTensorInfo& t) const { file_.release(t.data, t.nbytes); }
   // Dequantizes a whole tensor into out (numel() floats), row by row. Throws naming the tensor when its
   // type has no dequantizer in qkv.
   void read_f32(const GgufTensorInfo& t, float* out) const;

@@ -22,6 +22,11 @@ class MappedFile {
   const unsigned char* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's copy of the whole pages inside [p, p + n) (a range of this mapping) from its
+  // resident set (madvise MADV_DONTNEED): for a tensor that was copied out and will not be read here
+  // again, so the copy and its source are never resident together. Reading the range later still works
+  // (the pages fault back in from the file). Pages shared with bytes outside the range are kept.
+  void release(const void* p, std::size_t n) const;
 
  private:
   const unsigned char* data_ = nullptr;

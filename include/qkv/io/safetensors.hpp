@@ -49,6 +49,9 @@ class SafetensorsFile {
   // The raw bytes of a tensor (end - begin of them), whatever its dtype and alignment.
   const unsigned char* bytes(const TensorInfo& t) const { return data_ + t.begin; }
   const std::string& path() const { return file_.path(); }
+  // Drops the tensor's whole mapped pages from the resident set once it has been copied out
+  // (MappedFile::release); reading it again still works.
+  void release(const TensorInfo& t) const { file_.release(bytes(t), t.end - t.begin); }
 
  private:
   SafetensorsFile() = default;
