@@ -19,7 +19,9 @@ struct FmaPeak {
 // FMA throughput of path p (portable: the baseline compiler's a·b + c on 8-float arrays, not an FMA
 // instruction), the best and the median of `repeats` runs of about `seconds` each. Throws qkv::Error (usage) when this CPU
 // cannot run p.
-FmaPeak measure_fma_peak(FlashPath p, int repeats = 5, double seconds = 0.05);
+// Many short runs and the best of them: on a shared machine a run that no other process interrupted is
+// the one that shows the machine's limit.
+FmaPeak measure_fma_peak(FlashPath p, int repeats = 15, double seconds = 0.02);
 
 struct Bandwidth {
   double gbps = 0;        // median triad rate, counting 3 × 4 bytes per element (STREAM's convention)

@@ -129,22 +129,26 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 }
 
 // Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
-// kPanelRows or more rows (about the core's L2: 128 rows × 1024 floats = 512 KiB) with the vector
+// kPanelRows or more rows (about the core's L2: 256 rows × 1024 floats = 1 MiB) with the vector
 // decoders of the ISA in use (io/qpanel.hpp) into its own buffer and multiplies it by x single-threaded
 // (BLIS inside a parallel region); panels are handed out dynamically. Every weight is expanded once per
 // call, the expansion stays in cache until BLIS packs it, and the weight is never float32 whole.
 // False when it does not apply (F32, Conv1D layout, a type without decoder).
-constexpr int64_t kPanelFloats = int64_t(1) << 17;
-constexpr int kPanelRows = 128;
+constexpr int64_t kPanelFloats = int64_t(1) << 18;
+constexpr int kPanelRows = 256;
 
 bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, float beta) {
   const auto t = fused_type(W);
   if (!t || W.type == WeightType::F32) return false;
   const int in = int(W.shape[1]), out = int(W.shape[0]);
   if (in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;  // W.f32's path names the error
-  const int rows = int(std::max<int64_t>(kPanelRows, kPanelFloats / in));
+  const int team = omp_get_level() == 0 ? gemm_threads() : 1;
+  // at least kPanelRows rows (each panel repacks x in BLIS: fewer, larger panels repack it less), at most
+  // an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
+  const int share = (out + team - 1) / team;
+  const int rows = std::max(16, std::min(int(std::max<int64_t>(kPanelRows, kPanelFloats / in)), (share + 15) / 16 * 16));
   const int panels = (out + rows - 1) / rows;
-  const int threads = omp_get_level() == 0 ? std::max(1, std::min(gemm_threads(), panels)) : 1;
+  const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
   {
     static thread_local std::vector<float> panel;
