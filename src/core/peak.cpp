@@ -4,6 +4,7 @@
 #include "qkv/peak.hpp"
 
 #include <omp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,18 +64,28 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Seconds for every thread to run `iters` iterations of the loop at once.
-double run_threads(peak_detail::FmaLoop loop, long iters, int threads) {
-  volatile float sink = 0;
-  const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads)
+// CPU seconds of the calling thread: the time it actually ran, not the time other processes held its core.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Every thread runs `iters` iterations of the loop at once; the result is the sum over threads of
+// iterations per CPU second of that thread. Timing each thread by its own CPU time makes the figure the
+// cores' FMA rate even when other processes share them (wall time there measured anything from 1 % to
+// 100 % of it); with one thread per core the sum is the machine's.
+double iters_per_second(peak_detail::FmaLoop loop, long iters, int threads) {
+  double rate = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : rate)
   {
+    const double t0 = thread_cpu_seconds();
     // a and b keep every chain bounded (|c| → b / (1 − a) = 1): no overflow, no denormals
     const float r = loop(iters, 0.999f, 0.001f);
-    if (r == 12345.0f) sink = r;
+    const double t = std::max(thread_cpu_seconds() - t0, 1e-9);
+    rate += r == 12345.0f ? 0.0 : double(iters) / t;  // r is used: the loop cannot be dropped
   }
-  (void)sink;
-  return since(t0);
+  return rate;
 }
 
 // The last-level cache in MiB from sysfs (sysconf's figure is wrong in some VMs: 320 MiB for 32 here);
@@ -102,15 +113,11 @@ FmaPeak measure_fma_peak(FlashPath p, int repeats, double seconds) {
   const int threads = gemm_threads();
   // calibrate: grow the iteration count until a run takes a fifth of the target, then scale
   long iters = 10000;
-  double t = run_threads(s.loop, iters, threads);
-  while (t < seconds / 5) {
-    iters *= 4;
-    t = run_threads(s.loop, iters, threads);
-  }
-  iters = double_to_iters(double(iters) * seconds / t);
+  while (double(iters) * threads / iters_per_second(s.loop, iters, threads) < seconds / 5) iters *= 4;
+  iters = double_to_iters(double(iters) * seconds / (double(iters) * threads / iters_per_second(s.loop, iters, threads)));
   std::vector<double> gf;
-  const double flops = 2.0 * threads * double(iters) * s.accumulators * s.lanes;
-  for (int r = 0; r < std::max(1, repeats); ++r) gf.push_back(flops / run_threads(s.loop, iters, threads) * 1e-9);
+  const double flops_per_iter = 2.0 * s.accumulators * s.lanes;
+  for (int r = 0; r < std::max(1, repeats); ++r) gf.push_back(flops_per_iter * iters_per_second(s.loop, iters, threads) * 1e-9);
   return FmaPeak{*std::max_element(gf.begin(), gf.end()), median(gf), threads, s.lanes, s.accumulators};
 }
 
