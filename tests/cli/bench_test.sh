@@ -55,6 +55,15 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw
   BLIS_ARCH_TYPE=3 QKV_ISA=avx512 check blis-arch-type-wins 0 '"blis_kernel": "haswell"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
 fi
 QKV_ISA=portable check isa-portable-blis 0 '"blis_kernel": "generic"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+# bench forward: --all-logits is for a checkpoint (--model/--arch); the GPT-2 in memory has --last-only.
+check forward-all-logits-usage 2 "^qkv: error: bench forward: --all-logits is for --model/--arch" -- bench forward --T 8 --repeats 1 --peak 100 --fma-peak 100 --all-logits
+# bench forward --model: a real checkpoint (the bundled Llama as a q4_0 GGUF) as qkv run does it, and what ran.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+if "$qkv" convert --to gguf --type q4_0 "$2/models/induction-llama" "$tmp/il.gguf" >/dev/null 2>&1; then
+  check forward-model-json 0 '"logits": "last"' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --json
+  check forward-model-types 0 '"Q4_0": [0-9]+' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --json
+  check forward-model-all 0 '"logits": "all"' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --all-logits --json
+else bad "forward-model: qkv convert of models/induction-llama failed"; fi
 # The profile: every op of the forward, the GEMMs and attention among them.
 out=$("$qkv" bench forward --T 16 --repeats 1 --peak 100 --profile 2>&1); rc=$?
 if [ $rc -ne 0 ]; then bad "forward-profile: exit $rc"; echo "$out"; else
