@@ -31,6 +31,8 @@ void gemm_reference(bool transA, bool transB, int M, int N, int K, T alpha, cons
 
 void gemm_init();                 // idempotent; called by gemm() on first use
 std::string gemm_backend();       // e.g. "BLIS 0.9.0, kernel skx, 2 threads"
+std::string gemm_kernel();        // BLIS's sub-configuration in use ("skx", "zen3", "haswell", "generic"): the
+                                  // one for the ISA in use (QKV_ISA), unless BLIS_ARCH_TYPE is set
 int gemm_threads();
 
 }  // namespace qkv

@@ -1,5 +1,7 @@
 #include "qkv/gemm.hpp"
 
+#include "qkv/flash.hpp"
+
 #include <blis.h>
 #include <omp.h>
 
@@ -16,10 +18,37 @@ namespace {
 std::once_flag g_once;
 int g_threads = 1;
 
+#if defined(__x86_64__) || defined(__i386__)
 bool cpu_has_skx_subset() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+bool cpu_is_amd() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+}
+#else
+bool cpu_has_skx_subset() { return false; }
+bool cpu_is_amd() { return false; }
+#endif
+
+// BLIS's sub-configuration for the ISA qkv's own kernels run (flash_path(): QKV_ISA), so that QKV_ISA
+// forces BLIS's kernel too: avx512 -> skx (BLIS would pick haswell on CPUs it does not know, e.g. Zen 4/5),
+// avx2 -> zen3 on AMD, haswell elsewhere (the same 6 × 16 AVX2 micro-kernel; zen3's blocksizes suit AMD's
+// caches), portable -> generic (BLIS's reference kernels, no vector ISA). -1: leave BLIS's own choice
+// (neon: BLIS picks its ARM config). A BLIS_ARCH_TYPE the user set wins over all of this.
+int blis_arch_for(FlashPath p) {
+  switch (p) {
+    case FlashPath::Avx512:
+      return cpu_has_skx_subset() ? int(BLIS_ARCH_SKX) : -1;
+    case FlashPath::Avx2:
+      return cpu_is_amd() ? int(BLIS_ARCH_ZEN3) : int(BLIS_ARCH_HASWELL);
+    case FlashPath::Portable:
+      return int(BLIS_ARCH_GENERIC);
+    default:
+      return -1;
+  }
 }
 
 trans_t trans(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
@@ -69,8 +98,10 @@ bool try_gemv(Gemv gemv, bool tA, bool tB, int M, int N, int K, T alpha, const T
 void gemm_init() {
   std::call_once(g_once, [] {
     // Must happen before BLIS's first call: BLIS reads BLIS_ARCH_TYPE once, when it initialises.
-    if (std::getenv("BLIS_ARCH_TYPE") == nullptr && cpu_has_skx_subset())
-      setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
+    if (std::getenv("BLIS_ARCH_TYPE") == nullptr) {
+      const int arch = blis_arch_for(flash_path());
+      if (arch >= 0) setenv("BLIS_ARCH_TYPE", std::to_string(arch).c_str(), 0);
+    }
     int n = static_cast<int>(std::thread::hardware_concurrency());
     if (const char* env = std::getenv("QKV_THREADS")) n = std::atoi(env);
     g_threads = n < 1 ? 1 : n;
@@ -82,6 +113,11 @@ void gemm_init() {
 int gemm_threads() {
   gemm_init();
   return g_threads;
+}
+
+std::string gemm_kernel() {
+  gemm_init();
+  return bli_arch_string(bli_arch_query_id());
 }
 
 std::string gemm_backend() {

@@ -1,5 +1,7 @@
 // The family forward (lm.hpp): one block function that reads the Arch, with a hook point at every
 // named activation. Unhooked, attention runs in the fused flash kernel and nothing T×T exists.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -10,6 +12,7 @@
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/io/qmatmul.hpp"
+#include "qkv/io/qpanel.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/rowops.hpp"
 #include "qkv/ops.hpp"
@@ -128,11 +131,47 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
   return true;
 }
 
+// Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
+// kPanelRows or more rows (about the core's L2: 256 rows × 1024 floats = 1 MiB) with the vector
+// decoders of the ISA in use (io/qpanel.hpp) into its own buffer and multiplies it by x single-threaded
+// (BLIS inside a parallel region); panels are handed out dynamically. Every weight is expanded once per
+// call, the expansion stays in cache until BLIS packs it, and the weight is never float32 whole.
+// False when it does not apply (F32, Conv1D layout, a type without decoder).
+constexpr int64_t kPanelFloats = int64_t(1) << 18;
+constexpr int kPanelRows = 256;
+
+bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, float beta) {
+  const auto t = fused_type(W);
+  if (!t || W.type == WeightType::F32) return false;
+  const int in = int(W.shape[1]), out = int(W.shape[0]);
+  if (in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;  // W.f32's path names the error
+  const int team = omp_get_level() == 0 ? gemm_threads() : 1;
+  // at least kPanelRows rows (each panel repacks x in BLIS: fewer, larger panels repack it less), at most
+  // an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
+  const int share = (out + team - 1) / team;
+  const int rows = std::max(16, std::min(int(std::max<int64_t>(kPanelRows, kPanelFloats / in)), (share + 15) / 16 * 16));
+  const int panels = (out + rows - 1) / rows;
+  const int threads = std::max(1, std::min(team, panels));
+#pragma omp parallel num_threads(threads)
+  {
+    static thread_local std::vector<float> panel;
+    if (panel.size() < size_t(rows) * in) panel.resize(size_t(rows) * in);
+#pragma omp for schedule(dynamic, 1)
+    for (int p = 0; p < panels; ++p) {
+      const int r0 = p * rows, n = std::min(rows, out - r0);
+      io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel.data());
+      gemm<float>(false, true, N, n, in, 1.0f, x, in, panel.data(), in, beta, y + r0, ldy);
+    }
+  }
+  return true;
+}
+
 // y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
 // As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
 // in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer. One row (a
 // decoding step, last-position logits) goes through gemm_skinny's matrix–vector kernel.
-// Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead.
+// Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead, more rows of
+// a non-F32 [out, in] weight to L2-sized expanded panels (linear_panels).
 void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, std::vector<float>& scratch) {
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
   const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
@@ -145,6 +184,7 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
   }
   const float beta = bias ? 1.0f : 0.0f;
   if (linear_fused(y, ldy, x, N, W, bias)) return;
+  if (linear_panels(y, ldy, x, N, W, beta)) return;
   if (W.type == WeightType::F32) {
     const float* w = static_cast<const float*>(W.data);
     if (W.in_out) gemm_skinny<float>(false, false, N, out, in, 1.0f, x, in, w, out, beta, y, ldy);

@@ -20,6 +20,50 @@ QKV_ISA=sse check bad-isa 2 "^qkv: error: QKV_ISA=sse: expected auto, portable, 
 if [ "$(uname -m)" = x86_64 ]; then missing=neon; else missing=avx2; fi
 QKV_ISA=$missing check unsupported-isa 2 "^qkv: error: QKV_ISA=$missing: this CPU cannot run the $missing kernels" -- bench attention --T 8 --repeats 1 --peak 100
 check unsupported-path 2 "^qkv: error: flash attention: the $missing path cannot run on this CPU" -- bench attention --T 8 --repeats 1 --peak 100 --path $missing
+# bench peak: the FMA loop per ISA and the triad, their keys in the JSON; bad ISAs and options exit 2.
+out=$("$qkv" bench peak --isa portable --repeats 1 --array-mib 4 --peak 100 --json 2>/dev/null); rc=$?
+if [ $rc -ne 0 ]; then bad "peak-json: exit $rc"; else
+  lacks=""
+  for key in fma gflops lanes accumulators bandwidth_gbps bandwidth_best_gbps triad_array_mib isa blis_kernel \
+      fma_peak_gflops fraction_of_fma_peak sgemm_peak_gflops threads; do
+    grep -q "\"$key\":" <<<"$out" || lacks+=" $key"
+  done
+  # the FMA rate and the bandwidth are positive numbers
+  grep -qE '"gflops": [0-9]*[1-9]' <<<"$out" || lacks+=" (gflops > 0)"
+  grep -qE '"bandwidth_gbps": [0-9]*[1-9]' <<<"$out" || lacks+=" (bandwidth > 0)"
+  if [ -z "$lacks" ]; then ok "peak-json"; else bad "peak-json: lacks$lacks"; echo "$out"; fi
+fi
+check peak-text 0 'GFLOP/s' -- bench peak --isa portable --repeats 1 --no-bandwidth --peak 100
+check peak-bad-isa 2 "^qkv: error: flash attention path 'sse': expected auto, portable, avx2, avx512 or neon" -- bench peak --isa sse --peak 100
+check peak-auto-isa 2 "^qkv: error: bench peak: --isa names avx512, avx2, neon or portable, not auto" -- bench peak --isa auto --peak 100
+check peak-unsupported-isa 2 "^qkv: error: bench peak: this CPU cannot run the $missing FMA loop" -- bench peak --isa $missing --peak 100
+check peak-bad-repeats 2 "^qkv: error: .*--repeats" -- bench peak --repeats 0 --peak 100
+check peak-bad-array 2 "^qkv: error: .*--array-mib" -- bench peak --array-mib 0 --peak 100
+QKV_ISA=sse check peak-bad-qkv-isa 2 "^qkv: error: QKV_ISA=sse: expected auto, portable, avx2, avx512 or neon" -- bench peak --peak 100
+# Every bench JSON names the ISA, BLIS's kernel and the fraction of the FMA peak.
+check attention-isa-json 0 '"blis_kernel": "[a-z0-9]+"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+check attention-fma-fraction 0 '"fraction_of_fma_peak": [0-9]' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+# QKV_ISA picks BLIS's kernel too: avx2 -> an AVX2 config (zen3 on AMD, haswell elsewhere), avx512 -> skx,
+# portable -> generic; a BLIS_ARCH_TYPE the user set wins (3 is haswell in BLIS 0.9's enum).
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  QKV_ISA=avx2 check isa-avx2-blis 0 '"blis_kernel": "(zen3|haswell)"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+  QKV_ISA=avx2 check isa-avx2-gemm 0 '"blis_kernel": "(zen3|haswell)"' -- bench gemm --Ts 8 --repeats 1 --fma-peak 100 --json
+  QKV_ISA=avx2 check isa-avx2-isa 0 '"isa": "avx2"' -- bench gemm --Ts 8 --repeats 1 --fma-peak 100 --json
+fi
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+  QKV_ISA=avx512 check isa-avx512-blis 0 '"blis_kernel": "skx"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+  BLIS_ARCH_TYPE=3 QKV_ISA=avx512 check blis-arch-type-wins 0 '"blis_kernel": "haswell"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+fi
+QKV_ISA=portable check isa-portable-blis 0 '"blis_kernel": "generic"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+# bench forward: --all-logits is for a checkpoint (--model/--arch); the GPT-2 in memory has --last-only.
+check forward-all-logits-usage 2 "^qkv: error: bench forward: --all-logits is for --model/--arch" -- bench forward --T 8 --repeats 1 --peak 100 --fma-peak 100 --all-logits
+# bench forward --model: a real checkpoint (the bundled Llama as a q4_0 GGUF) as qkv run does it, and what ran.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+if "$qkv" convert --to gguf --type q4_0 "$2/models/induction-llama" "$tmp/il.gguf" >/dev/null 2>&1; then
+  check forward-model-json 0 '"logits": "last"' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --json
+  check forward-model-types 0 '"Q4_0": [0-9]+' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --json
+  check forward-model-all 0 '"logits": "all"' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --all-logits --json
+else bad "forward-model: qkv convert of models/induction-llama failed"; fi
 # The profile: every op of the forward, the GEMMs and attention among them.
 out=$("$qkv" bench forward --T 16 --repeats 1 --peak 100 --profile 2>&1); rc=$?
 if [ $rc -ne 0 ]; then bad "forward-profile: exit $rc"; echo "$out"; else

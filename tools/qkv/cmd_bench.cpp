@@ -1,7 +1,8 @@
-// qkv bench attention | forward | train-step | gemm | all — timings on this machine: the median over
+// qkv bench attention | forward | train-step | gemm | all | peak — timings on this machine: the median over
 // repeated runs (after one warm-up), GFLOP/s, the fraction of the SGEMM peak measured in the same run
-// (a 2048² SGEMM through qkv::gemm), and peak memory (VmHWM growth over the case), with the attention
-// kernel path that ran (--path forces one). `forward --profile` adds the per-op time breakdown.
+// (a 2048² SGEMM through qkv::gemm) and of the FMA peak of the ISA in use (peak.hpp; QKV_ISA or --path),
+// and peak memory (VmHWM growth over the case), with the ISA and BLIS kernel that ran. `forward --profile`
+// adds the per-op time breakdown; `peak` measures the FMA throughput per ISA and the memory bandwidth.
 // Progress goes to stderr; --json prints one object to stdout. docs/performance.md holds the numbers
 // and the method.
 #include <dlfcn.h>
@@ -29,6 +30,7 @@
 #include "qkv/gemm.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/lm_train.hpp"
+#include "qkv/peak.hpp"
 #include "qkv/train/train_lm.hpp"
 #include "qkv/profile.hpp"
 #include "qkv/report/table.hpp"
@@ -41,6 +43,22 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The FMA peak of the ISA in use (flash_path(): QKV_ISA), measured once per process unless given.
+double g_fma_peak = 0;
+double fma_peak_in_use() {
+  if (g_fma_peak <= 0) g_fma_peak = measure_fma_peak(flash_path()).gflops;
+  return g_fma_peak;
+}
+
+// What every bench JSON says about the kernels that ran: the ISA, BLIS's kernel, the FMA peak of that
+// ISA and, given a rate in GFLOP/s, its fraction of it.
+nlohmann::json isa_fields(double gflops) {
+  const double fma = fma_peak_in_use();
+  nlohmann::json j = {{"isa", flash_path_name()}, {"blis_kernel", gemm_kernel()}, {"fma_peak_gflops", fma}};
+  if (gflops > 0) j["fraction_of_fma_peak"] = gflops / fma;
+  return j;
 }
 
 // kB from /proc/self/status ("VmHWM:" peak resident set, "VmRSS:" current).
@@ -130,6 +148,7 @@ nlohmann::json to_json(const Result& r, double peak) {
     j["sgemm_peak_gflops"] = peak;
     j["fraction_of_peak"] = gf / peak;
   }
+  j.update(isa_fields(gf));
   for (auto& [k, v] : r.extra.items()) j[k] = v;
   return j;
 }
@@ -146,11 +165,13 @@ void finish(Result r, double peak, bool json) {
   std::cout << r.name << " T=" << r.T << ": median " << report::fmt(j["median_ms"].get<double>(), 2)
             << " ms over " << r.ms.size() << " runs, " << report::fmt(j["gflops"].get<double>(), 1)
             << " GFLOP/s = " << report::fmt(100 * j["fraction_of_peak"].get<double>(), 1)
-            << "% of the SGEMM peak (" << report::fmt(peak, 1) << " GFLOP/s), peak memory "
+            << "% of the SGEMM peak (" << report::fmt(peak, 1) << " GFLOP/s), "
+            << report::fmt(100 * j["fraction_of_fma_peak"].get<double>(), 1) << "% of the " << flash_path_name()
+            << " FMA peak (" << report::fmt(j["fma_peak_gflops"].get<double>(), 1) << " GFLOP/s), peak memory "
             << report::fmt(r.peak_mib, 1) << " MiB";
   if (r.io_mib >= 0)
     std::cout << " (" << report::fmt(r.peak_mib - r.io_mib, 1) << " MiB beyond inputs/outputs)";
-  std::cout << "\n[" << gemm_backend() << ", attention path " << flash_path_name() << ", load "
+  std::cout << "\n[" << gemm_backend() << ", attention path " << flash_path_name() << " (QKV_ISA: every kernel), load "
             << load_average() << "]\n";
   if (r.extra.contains("profile")) {
     report::Table t({"op", "calls/forward", "ms/forward", "% of forward"});
@@ -278,7 +299,13 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
   r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] { run(m, ids, st, o); });
   r.flops = lm_forward_flops(m.arch, T, last_only);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;
-  r.extra = {{"model", m.source}, {"parameters", m.num_parameters()}, {"gemm", gemm_backend()}};
+  nlohmann::json types = nlohmann::json::object();  // weight type -> tensors of that type
+  for (const auto& spec : m.table) {
+    const std::string tn = weight_type_name(m.weight(spec.name));
+    types[tn] = types.value(tn, 0) + 1;
+  }
+  r.extra = {{"model", m.source},    {"parameters", m.num_parameters()},      {"gemm", gemm_backend()},
+             {"weight_types", types}, {"logits", last_only ? "last" : "all"}};
   return r;
 }
 
@@ -370,24 +397,31 @@ void run_gemm(const std::string& which, const std::vector<int>& Ts, int repeats,
                                      {"mlp c_proj [T,3072]x[3072,768]", 768, 3072, false},
                                      {"unembed [T,768]x[768,50257]^T", 50257, 768, true}};
   nlohmann::json out = nlohmann::json::array();
-  report::Table t({"shape", "T", "median ms", "GFLOP/s"});
+  report::Table t({"shape", "T", "median ms", "GFLOP/s", "% of FMA peak"});
   auto one = [&](const std::string& name, int M, int N, int K, bool tB) {
     const std::vector<float> A = random_vector(size_t(M) * K, 1), B = random_vector(size_t(K) * N, 2);
     std::vector<float> C(size_t(M) * N);
     const double med =
         median(time_runs(name, repeats, [&] { b.run(tB, M, N, K, A.data(), B.data(), C.data()); }));
     const double gf = 2.0 * M * N * K / med * 1e-6;
-    out.push_back({{"shape", name}, {"M", M}, {"N", N}, {"K", K}, {"median_ms", med}, {"gflops", gf}});
-    t.add({name, std::to_string(M), report::fmt(med, 3), report::fmt(gf, 1)});
+    out.push_back({{"shape", name}, {"M", M}, {"N", N}, {"K", K}, {"median_ms", med}, {"gflops", gf},
+                   {"fraction_of_fma_peak", gf / fma_peak_in_use()}});
+    t.add({name, std::to_string(M), report::fmt(med, 3), report::fmt(gf, 1),
+           report::fmt(100 * gf / fma_peak_in_use(), 1)});
   };
   one("square 2048", 2048, 2048, 2048, false);
   for (int T : Ts)
     for (const auto& s : shapes) one(s.name, T, s.N, s.K, s.tB);
+  nlohmann::json j = {{"backend", b.name}, {"load_average", load_average()}, {"results", out}};
+  j.update(isa_fields(0));
   if (json) {
-    print_json({{"backend", b.name}, {"load_average", load_average()}, {"results", out}});
+    print_json(j);
     return;
   }
-  std::cout << b.name << ", median of " << repeats << ", load " << load_average() << "\n\n" << t.str();
+  std::cout << b.name << ", ISA " << flash_path_name() << " (FMA peak "
+            << report::fmt(j["fma_peak_gflops"].get<double>(), 1) << " GFLOP/s), median of " << repeats << ", load "
+            << load_average() << "\n\n"
+            << t.str();
 }
 
 // The single- vs multi-threaded crossover of qkv::gemm's small products (gemm.cpp's threshold):
@@ -477,7 +511,7 @@ nlohmann::json run_child(const std::vector<std::string>& args) {
 void run_all(bool json, bool quick, const std::string& path) {
   std::cerr << "bench all: measuring the SGEMM peak...\n";
   const double peak = measure_peak_gflops();
-  const std::string p = std::to_string(peak);
+  const std::string p = std::to_string(peak), fp = std::to_string(fma_peak_in_use());
   std::vector<std::vector<std::string>> cases;
   for (int T : quick ? std::vector<int>{256, 1024} : std::vector<int>{256, 1024, 4096, 8192})
     cases.push_back({"bench", "attention", "--T", std::to_string(T), "--json", "--peak", p, "--path", path});
@@ -490,6 +524,7 @@ void run_all(bool json, bool quick, const std::string& path) {
   cases.push_back({"bench", "train-step", "--json", "--peak", p, "--path", path});
   nlohmann::json results = nlohmann::json::array();
   report::Table t({"case", "T", "median ms", "min ms", "GFLOP/s", "% of peak", "peak MiB"});
+  for (auto& c : cases) c.insert(c.end(), {"--fma-peak", fp});
   for (const auto& c : cases) {
     std::cerr << "bench all: qkv";
     for (const auto& a : c) std::cerr << " " << a;
@@ -503,11 +538,13 @@ void run_all(bool json, bool quick, const std::string& path) {
            report::fmt(j["peak_memory_mib"].get<double>(), 1)});
   }
   if (json) {
-    print_json({{"sgemm_peak_gflops", peak},
-                {"gemm", gemm_backend()},
-                {"attention_path", flash_path_name()},
-                {"load_average", load_average()},
-                {"results", results}});
+    nlohmann::json j = {{"sgemm_peak_gflops", peak},
+                        {"gemm", gemm_backend()},
+                        {"attention_path", flash_path_name()},
+                        {"load_average", load_average()},
+                        {"results", results}};
+    j.update(isa_fields(0));
+    print_json(j);
     return;
   }
   std::cout << "SGEMM peak " << report::fmt(peak, 1) << " GFLOP/s (2048² through qkv::gemm), "
@@ -516,14 +553,89 @@ void run_all(bool json, bool quick, const std::string& path) {
             << t.str();
 }
 
+// ---- peak: the machine's limits ----
+// The FMA loop of every ISA asked for (default: each this CPU runs) on all GEMM threads, the triad's
+// bandwidth, and the SGEMM peak as a fraction of the FMA peak of the ISA in use.
+void run_peak(const std::string& isas, int repeats, double array_mib, double sgemm_peak, bool bandwidth, bool json) {
+  std::vector<FlashPath> paths;
+  if (isas.empty()) {
+    for (FlashPath p : {FlashPath::Avx512, FlashPath::Avx2, FlashPath::Neon, FlashPath::Portable})
+      if (flash_path_supported(p)) paths.push_back(p);
+  } else {
+    std::stringstream ss(isas);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+      const FlashPath p = flash_path_from_name(name.c_str());
+      if (p == FlashPath::Auto) usage_error("bench peak: --isa names avx512, avx2, neon or portable, not auto");
+      if (!flash_path_supported(p)) usage_error("bench peak: this CPU cannot run the " + name + " FMA loop");
+      paths.push_back(p);
+    }
+  }
+  nlohmann::json fma = nlohmann::json::array();
+  report::Table t({"ISA", "GFLOP/s (best)", "median", "lanes", "accumulators", "threads"});
+  for (FlashPath p : paths) {
+    std::cerr << "bench peak: FMA loop, " << flash_path_name(p) << "...\n";
+    const FmaPeak f = measure_fma_peak(p, repeats);
+    if (p == flash_path()) g_fma_peak = f.gflops;
+    fma.push_back({{"isa", flash_path_name(p)}, {"gflops", f.gflops}, {"median_gflops", f.median_gflops}, {"lanes", f.lanes},
+                   {"accumulators", f.accumulators}, {"threads", f.threads}});
+    t.add({flash_path_name(p), report::fmt(f.gflops, 1), report::fmt(f.median_gflops, 1), std::to_string(f.lanes), std::to_string(f.accumulators),
+           std::to_string(f.threads)});
+  }
+  nlohmann::json j = {{"fma", fma}, {"threads", gemm_threads()}, {"gemm", gemm_backend()}};
+  if (bandwidth) {
+    std::cerr << "bench peak: triad...\n";
+    const Bandwidth b = measure_bandwidth(repeats, array_mib);
+    j["bandwidth_gbps"] = b.gbps, j["bandwidth_best_gbps"] = b.best_gbps, j["triad_array_mib"] = b.array_mib;
+  }
+  if (sgemm_peak <= 0) sgemm_peak = measure_peak_gflops();
+  j.update(isa_fields(sgemm_peak));
+  j["sgemm_peak_gflops"] = sgemm_peak;
+  j["load_average"] = load_average();
+  if (json) {
+    print_json(j);
+    return;
+  }
+  std::cout << "FMA throughput (register-resident loop, every thread), " << repeats << " runs\n" << t.str();
+  if (bandwidth)
+    std::cout << "\nmemory bandwidth (triad a = b + s·c, 3 × " << report::fmt(j["triad_array_mib"].get<double>(), 0)
+              << " MiB): " << report::fmt(j["bandwidth_gbps"].get<double>(), 1) << " GB/s median, "
+              << report::fmt(j["bandwidth_best_gbps"].get<double>(), 1) << " GB/s best\n";
+  std::cout << "\nSGEMM 2048³: " << report::fmt(sgemm_peak, 1) << " GFLOP/s = "
+            << report::fmt(100 * j["fraction_of_fma_peak"].get<double>(), 1) << "% of the " << flash_path_name()
+            << " FMA peak\n[" << gemm_backend() << ", ISA " << flash_path_name() << ", load " << load_average()
+            << "]\n";
+}
+
+void register_bench_peak(CLI::App* bench) {
+  struct Args {
+    std::string isa;
+    int repeats = 15;
+    double array_mib = 0, peak = 0;
+    bool json = false, no_bandwidth = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* c = bench->add_subcommand(
+      "peak", "The machine's limits: FMA throughput per ISA on every thread, memory bandwidth (triad), SGEMM");
+  c->add_option("--isa", a->isa, "comma-separated ISAs to measure (default: every one this CPU runs)");
+  c->add_option("--repeats", a->repeats, "runs of each measurement (default 15; the FMA peak is the best, the bandwidth the median and the best)")->check(CLI::Range(1, 1000));
+  c->add_option("--array-mib", a->array_mib, "triad array size in MiB (default: 4 × L3, at least 128)")
+      ->check(CLI::Range(1.0, 65536.0));
+  c->add_flag("--no-bandwidth", a->no_bandwidth, "skip the triad");
+  c->add_option("--peak", a->peak, "use this SGEMM peak (GFLOP/s) instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--json", a->json, "one JSON object on stdout");
+  c->callback([a] { run_peak(a->isa, a->repeats, a->array_mib, a->peak, !a->no_bandwidth, a->json); });
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Time attention, the GPT-2 forward, a training step and GEMMs");
+  auto* bench = app.add_subcommand("bench", "Time attention, the forward, a training step, GEMMs and the machine's FMA and bandwidth peaks");
   bench->require_subcommand(1);
   struct Args {
     int T = 1024, H = 12, dh = 64, repeats = 0, steps = 5;
-    bool backward = false, json = false, last_only = false, quick = false, profile = false;
+    bool backward = false, json = false, last_only = false, all_logits = false, quick = false, profile = false;
     double peak = 0;
     std::string backend = "blis", Ts = "128,1024", path = "auto", arch, model, dtype = "f32";
   };
@@ -531,6 +643,8 @@ void register_bench(CLI::App& app) {
   auto common = [a](CLI::App* c) {
     c->add_flag("--json", a->json, "one JSON object on stdout");
     c->add_option("--peak", a->peak, "use this SGEMM peak (GFLOP/s) instead of measuring it");
+    c->add_option("--fma-peak", g_fma_peak, "use this FMA peak (GFLOP/s) of the ISA in use instead of measuring it")
+        ->check(CLI::PositiveNumber);
     c->add_option("--path", a->path,
                   "attention kernel path: auto (the best this CPU has), portable, avx2, avx512, neon");
   };
@@ -556,7 +670,8 @@ void register_bench(CLI::App& app) {
     auto* c =
         bench->add_subcommand("forward", "The forward (run(), as qkv run does it) of GPT-2 small's shape with random weights made in memory");
     c->add_option("--T", a->T, "tokens (<= 1024)")->check(CLI::Range(1, 1024));
-    c->add_flag("--last-only", a->last_only, "logits of the last position only (what qkv run needs)");
+    c->add_flag("--last-only", a->last_only, "GPT-2 in memory: logits of the last position only (what qkv run needs)");
+    c->add_flag("--all-logits", a->all_logits, "--model/--arch: every position's logits (default: the last one's, as qkv run)");
     c->add_option("--repeats", a->repeats, "timed runs (default 5)")->check(CLI::Range(1, 1000));
     c->add_flag("--profile", a->profile, "also print the time of each op (layernorm, GEMMs, attention, ...)");
     c->add_option("--arch", a->arch, "time the family forward on a random checkpoint of this family instead "
@@ -568,10 +683,12 @@ void register_bench(CLI::App& app) {
       use_path();
       if (!a->arch.empty() || !a->model.empty()) {
         if (a->profile) usage_error("--profile times the in-memory GPT-2 small only; drop it with --arch/--model");
-        finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, a->last_only, a->repeats ? a->repeats : 3),
+        if (a->last_only && a->all_logits) usage_error("bench forward: --last-only and --all-logits contradict");
+        finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, !a->all_logits, a->repeats ? a->repeats : 5),
                a->peak, a->json);
         return;
       }
+      if (a->all_logits) usage_error("bench forward: --all-logits is for --model/--arch (GPT-2 in memory: --last-only)");
       profile::set_enabled(a->profile);
       finish(bench_forward(a->T, a->last_only, a->repeats ? a->repeats : 5, a->profile), a->peak, a->json);
     });
@@ -594,6 +711,8 @@ void register_bench(CLI::App& app) {
     c->add_option("--Ts", a->Ts, "token counts, e.g. 128,1024");
     c->add_option("--repeats", a->repeats, "timed runs (default 7)")->check(CLI::Range(1, 1000));
     c->add_flag("--json", a->json, "JSON output");
+    c->add_option("--fma-peak", g_fma_peak, "use this FMA peak (GFLOP/s) of the ISA in use instead of measuring it")
+        ->check(CLI::PositiveNumber);
     c->callback(
         [a] { run_gemm(a->backend, parse_ints("--Ts", a->Ts), a->repeats ? a->repeats : 7, a->json); });
   }
@@ -614,6 +733,7 @@ void register_bench(CLI::App& app) {
       run_all(a->json, a->quick, a->path);
     });
   }
+  register_bench_peak(bench);
 }
 
 QKV_COMMAND(90, register_bench);

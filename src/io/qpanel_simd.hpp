@@ -1,0 +1,59 @@
+// Rows of a ggml weight expanded to float32 (qpanel.hpp) with the fused kernels' decoders
+// (qblock_decode*.hpp, the arithmetic of dequantize_row: every value bit-identical to it): a tile of at most
+// kTile values at a time, decoded in L1 and stored into the panel. The includer defines QKV_SIMD, includes
+// the ISA's decoders and defines `Store` (acc(ja, wa, jb, wb): stores the ISA's vectors at tile + ja, + jb).
+#pragma once
+#include <cstring>
+
+#include "io/qblock_decode.hpp"
+#include "qkv/io/gguf_quant.hpp"
+
+namespace qkv::io::qdetail {
+namespace {
+
+template <class Dec, class Store>
+QKV_SIMD void panel_rows(const unsigned char* W, int r0, int r1, int K, float* out) {
+  const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
+  alignas(64) float tile[kTile];
+  for (int r = r0; r < r1; ++r) {
+    const unsigned char* row = W + std::size_t(r) * rb;
+    float* o = out + std::size_t(r - r0) * K;
+    for (int k0 = 0; k0 < K; k0 += kTile) {
+      const int L = std::min(kTile, K - k0);
+      if constexpr (requires { Dec::kDirect; }) {
+        Store st{tile};
+        Dec::visit(row, k0, L, st);
+        std::memcpy(o + k0, tile, std::size_t(L) * 4);
+      } else {
+        std::memcpy(o + k0, Dec::run(row, k0, L, tile), std::size_t(L) * 4);
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) of W (K values each) into out [r1 − r0, K]; false for a type without a decoder.
+template <class D, class Store>
+QKV_SIMD bool simd_panel(GgmlType t, const void* Wv, int r0, int r1, int K, float* out) {
+  const auto* W = static_cast<const unsigned char*>(Wv);
+  switch (t) {
+    case GgmlType::F32:
+      return panel_rows<typename D::F32, Store>(W, r0, r1, K, out), true;
+    case GgmlType::F16:
+      return panel_rows<typename D::F16, Store>(W, r0, r1, K, out), true;
+    case GgmlType::BF16:
+      return panel_rows<typename D::BF16, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q8_0:
+      return panel_rows<typename D::Q8_0, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q4_0:
+      return panel_rows<typename D::Q4_0, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q4_K:
+      return panel_rows<typename D::Q4_K, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q6_K:
+      return panel_rows<typename D::Q6_K, Store>(W, r0, r1, K, out), true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+}  // namespace qkv::io::qdetail
