@@ -1,17 +1,26 @@
 // The fused dequantize-and-multiply kernels (qkv/io/qmatmul.hpp) alone, as a decoding step uses them: a
 // 2816 × 1024 weight (Llama-246M's MLP) of every type read from memory (24 copies, cycled, so that no
-// copy is in the cache), one row of x, on every path this CPU runs; best of 5. QKV_THREADS as qkv's.
+// copy is in the cache), one row of x, on every path this CPU runs; best of 5 wall times, and of 5
+// process CPU times (all threads: on a shared machine, the time the kernel actually ran). QKV_THREADS
+// as qkv's.
 //   build/qkv_qmatmul_bench [M]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <vector>
 
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
 #include "qkv/io/qmatmul.hpp"
+
+static double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 int main(int argc, char** argv) {
   using qkv::io::GgmlType;
@@ -31,15 +40,17 @@ int main(int argc, char** argv) {
     for (qkv::FlashPath p : {qkv::FlashPath::Portable, qkv::FlashPath::Avx2, qkv::FlashPath::Avx512, qkv::FlashPath::Neon}) {
       if (!qkv::flash_path_supported(p)) continue;
       qkv::flash_force_path(p);
-      double best = 1e9;
+      double best = 1e9, best_cpu = 1e9;
       for (int r = 0; r < 5; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
+        const double c0 = cpu_seconds();
         for (int c = 0; c < copies; ++c)
           qkv::io::qmatmul(t, q.data() + c * mat, N, K, x.data(), K, M, y.data(), N, false);
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies);
+        best_cpu = std::min(best_cpu, (cpu_seconds() - c0) / copies);
       }
-      std::printf("%-5s %-8s %8.1f us %6.1f GB/s %6.2f G weights/s\n", qkv::io::ggml_type_name(t).c_str(),
-                  qkv::flash_path_name(p), best * 1e6, mat / best / 1e9, double(N) * K / best / 1e9);
+      std::printf("%-5s %-8s %8.1f us %6.1f GB/s %6.2f G weights/s   cpu %8.1f us\n", qkv::io::ggml_type_name(t).c_str(),
+                  qkv::flash_path_name(p), best * 1e6, mat / best / 1e9, double(N) * K / best / 1e9, best_cpu * 1e6);
     }
   }
   qkv::flash_force_path(qkv::FlashPath::Auto);
