@@ -1,7 +1,6 @@
 // The fused dequantize-and-multiply kernel (qmatmul.hpp) over an ISA's vector interface `Isa` (load,
-// fmadd, add, zero, hsum, W lanes): one tile of kTile weights of a row of W decoded by the type's decoder
-// (qblock_decode.hpp), then multiplied into up to 4 rows of x with two accumulators each; with one row
-// of x (a decoding step), four rows of W at a time.
+// fmadd, add, zero, hsum, W lanes): one row of W at a time, one tile of kTile weights decoded by the
+// type's decoder (qblock_decode.hpp), then multiplied into up to 4 rows of x with two accumulators each.
 // The includer defines QKV_SIMD and Isa, then includes this file inside its namespace's scope.
 #pragma once
 #include <algorithm>
@@ -35,53 +34,41 @@ constexpr bool direct() {
   return false;
 }
 
-// Rows [n0, n1) of W (n1 − n0 a multiple of NR) for MR rows of x, NR rows of W at a time: their tiles
-// interleaved, so that at one row of x (a decoding step) 2·NR independent FMA chains hide the latency
-// that two chains of one row expose, and the tile of x is reused from L1 by the NR rows.
-template <class Isa, class Dec, int MR, int NR>
+// One pass over rows [n0, n1) of W for MR rows of x.
+template <class Isa, class Dec, int MR>
 QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, int n1, int K, const float* x,
                         int ldx, float* y, int ldy, bool accumulate) {
+  using V = typename Isa::V;
   constexpr int VW = Isa::W;
   alignas(64) float tile[kTile];
-  for (int n = n0; n < n1; n += NR) {
-    Accum<Isa, MR> acc[NR];
-    float t[NR][MR];
-    for (int r = 0; r < NR; ++r)
-      for (int m = 0; m < MR; ++m) acc[r].a0[m] = Isa::zero(), acc[r].a1[m] = Isa::zero(), t[r][m] = 0.0f;
+  for (int n = n0; n < n1; ++n) {
+    const unsigned char* row = W + std::size_t(n) * row_bytes;
+    Accum<Isa, MR> acc;
+    V(&a0)[MR] = acc.a0;
+    V(&a1)[MR] = acc.a1;
+    float t[MR];
+    for (int m = 0; m < MR; ++m) a0[m] = Isa::zero(), a1[m] = Isa::zero(), t[m] = 0.0f;
+    acc.ldx = ldx;
     for (int k0 = 0; k0 < K; k0 += kTile) {
       const int L = std::min(kTile, K - k0);
       const float* xk = x + k0;
-      for (int r = 0; r < NR; ++r) {
-        const unsigned char* row = W + std::size_t(n + r) * row_bytes;
-        acc[r].xk = xk;
-        acc[r].ldx = ldx;
-        if constexpr (direct<Dec>()) {
-          Dec::visit(row, k0, L, acc[r]);
-        } else {
-          const float* w = Dec::run(row, k0, L, tile);
-          int j = 0;
-          for (; j + 2 * VW <= L; j += 2 * VW) acc[r](j, Isa::load(w + j), j + VW, Isa::load(w + j + VW));
-          for (; j < L; ++j)
-            for (int m = 0; m < MR; ++m) t[r][m] += w[j] * xk[std::size_t(m) * ldx + j];
-        }
+      acc.xk = xk;
+      if constexpr (direct<Dec>()) {
+        Dec::visit(row, k0, L, acc);
+      } else {
+        const float* w = Dec::run(row, k0, L, tile);
+        int j = 0;
+        for (; j + 2 * VW <= L; j += 2 * VW) acc(j, Isa::load(w + j), j + VW, Isa::load(w + j + VW));
+        for (; j < L; ++j)
+          for (int m = 0; m < MR; ++m) t[m] += w[j] * xk[std::size_t(m) * ldx + j];
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int m = 0; m < MR; ++m) {
-        const float s = Isa::hsum(Isa::add(acc[r].a0[m], acc[r].a1[m])) + t[r][m];
-        float& out = y[std::size_t(m) * ldy + n + r];
-        out = accumulate ? out + s : s;
-      }
+    for (int m = 0; m < MR; ++m) {
+      const float s = Isa::hsum(Isa::add(a0[m], a1[m])) + t[m];
+      float& out = y[std::size_t(m) * ldy + n];
+      out = accumulate ? out + s : s;
+    }
   }
-}
-
-// One row of x: rows of W four at a time, then the rest one by one.
-template <class Isa, class Dec>
-QKV_SIMD void rows_m1(const unsigned char* W, std::size_t rb, int n0, int n1, int K, const float* x, float* y,
-                      bool accumulate) {
-  const int n4 = n0 + (n1 - n0) / 4 * 4;
-  rows_pass<Isa, Dec, 1, 4>(W, rb, n0, n4, K, x, K, y, 1, accumulate);
-  rows_pass<Isa, Dec, 1, 1>(W, rb, n4, n1, K, x, K, y, 1, accumulate);
 }
 
 // Rows of x in passes of at most 4 (the accumulators of 4 rows fit the 16 registers of AVX2).
@@ -89,22 +76,21 @@ template <class Isa, class Dec>
 QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const float* x, int ldx, int M, float* y,
                        int ldy, bool accumulate) {
   const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
-  if (M == 1) return rows_m1<Isa, Dec>(W, rb, n0, n1, K, x, y, accumulate);
   for (int m0 = 0; m0 < M; m0 += 4) {
     const float* xm = x + std::size_t(m0) * ldx;
     float* ym = y + std::size_t(m0) * ldy;
     switch (std::min(4, M - m0)) {
       case 1:
-        rows_pass<Isa, Dec, 1, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        rows_pass<Isa, Dec, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
         break;
       case 2:
-        rows_pass<Isa, Dec, 2, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        rows_pass<Isa, Dec, 2>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
         break;
       case 3:
-        rows_pass<Isa, Dec, 3, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        rows_pass<Isa, Dec, 3>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
         break;
       default:
-        rows_pass<Isa, Dec, 4, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
+        rows_pass<Isa, Dec, 4>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
         break;
     }
   }
