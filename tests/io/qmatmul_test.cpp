@@ -66,7 +66,7 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
     const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
     const std::vector<int> Ks = bs == 1 ? std::vector<int>{1, 7, 37, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs};
     for (int K : Ks)
-      for (int N : {1, 5, 7, 33}) {  // at one row of x, W's rows go 4 at a time: tails of 1 and 3
+      for (int N : {1, 5, 7, 33}) {
         const auto W = random_weights(t, N, K, rng);
         for (int M : {1, 2, 3, 4, 5, 8}) {
           const int ldx = K + 3, ldy = N + 2;
@@ -93,8 +93,8 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
   }
 }
 
-// A decoding step's shape, large enough to be split over the threads (each thread's share of rows
-// ending in a tail of the 4-row passes), on every type and path.
+// A decoding step's shape, large enough to be split over the threads (an odd row count: unequal
+// shares), on every type and path.
 TEST(QMatmul, OneRowSplitOverThreadsMatchesTwin) {
   std::mt19937 rng(5);
   std::normal_distribution<float> g(0.0f, 1.0f);
