@@ -3,7 +3,8 @@
 // copy is in the cache), one row of x, on every path this CPU runs; best of 5 wall times, and of 5
 // process CPU times (all threads: on a shared machine, the time the kernel actually ran). QKV_THREADS
 // as qkv's.
-//   build/qkv_qmatmul_bench [M]
+//   build/qmatmul_bench [M [N [COPIES]]]   (N 256, COPIES 1: a matrix that stays in L2 — the kernel's
+//   arithmetic alone)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +25,8 @@ static double cpu_seconds() {
 
 int main(int argc, char** argv) {
   using qkv::io::GgmlType;
-  const int N = 2816, K = 1024, M = argc > 1 ? std::atoi(argv[1]) : 1, copies = 24;
+  const int M = argc > 1 ? std::atoi(argv[1]) : 1, N = argc > 2 ? std::atoi(argv[2]) : 2816, K = 1024;
+  const int copies = argc > 3 ? std::atoi(argv[3]) : 24;
   std::mt19937 rng(1);
   std::normal_distribution<float> g;
   std::vector<float> w(std::size_t(N) * K), x(std::size_t(M) * K), y(std::size_t(M) * N);
