@@ -82,6 +82,12 @@ GenerateResult generate(const Model& m, const std::vector<int>& prompt, const Ge
 // The same choice without the cache: every step runs the whole sequence so far through run() (with
 // `hooks`, e.g. steering_hooks, at every position of it) and chooses from its last row; no stop ids.
 // O(n²) — the slow twin that generate()'s tests compare with.
+// Bytes of weights one decoding step reads as stored (quantized blocks at their size): every matrix and
+// norm vector, one row of each embedding (all of the token embedding when it is the tied unembedding).
+// Divided by the memory bandwidth (bandwidth.hpp), the physical limit of tokens per second.
+// src/model/weight_traffic.cpp.
+int64_t weight_bytes_per_token(const Model& m);
+
 std::vector<int> generate_uncached(const Model& m, const std::vector<int>& prompt, int max_new_tokens,
                                    const Sampling& s, const Hooks* hooks = nullptr);
 

@@ -8,6 +8,11 @@
 namespace qkv::io::qdetail {
 namespace {
 
+// A block's binary16 scale by VCVTPH2PS (exact for every value, as half_to_float).
+QKV_SIMD inline float f16c_scale(const unsigned char* p) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(p))));
+}
+
 // 8 bytes -> 8 int32 lanes (zero- or sign-extended)
 QKV_SIMD inline __m256i u8x8(const unsigned char* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -47,7 +52,7 @@ struct DecBF16Avx2 {
   }
 };
 
-// Q8_0, Q4_0 and Q4_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K and Q6_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx2 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
@@ -56,7 +61,7 @@ struct DecQ8_0Avx2 {
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m256 d = _mm256_set1_ps(half_to_float(u16_at(b)));
+      const __m256 d = _mm256_set1_ps(f16c_scale(b));
       for (int h = 0; h < 4; h += 2)
         acc(i + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(b + 2 + 8 * h)), d), i + 8 * h + 8,
             _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(b + 10 + 8 * h)), d));
@@ -73,7 +78,7 @@ struct DecQ4_0Avx2 {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m256 d = _mm256_set1_ps(half_to_float(u16_at(b)));
+      const __m256 d = _mm256_set1_ps(f16c_scale(b));
       for (int h = 0; h < 2; ++h) {
         const __m256i q = u8x8(b + 2 + 8 * h);
         const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
@@ -92,7 +97,7 @@ struct DecQ4_KAvx2 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
+    const float d = f16c_scale(b), dmin = f16c_scale(b + 2);
     const __m256i mask = _mm256_set1_epi32(15);
     for (int c = 0; c < 4; ++c) {
       int sc, m;
@@ -111,12 +116,46 @@ struct DecQ4_KAvx2 {
   }
 };
 
+// Q6_K as DecQ6_KAvx512, 8 lanes at a time (two vectors per int8 scale).
+struct DecQ6_KAvx2 {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 210;
+  static constexpr bool kDirect = true;
+  // (d·sc)·float(q − 32)
+  QKV_SIMD static __m256 weight(__m256i q, __m256i k32, float scale) {
+    return _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(_mm256_sub_epi32(q, k32)));
+  }
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = f16c_scale(b + 208);
+    const __m256i lo4 = _mm256_set1_epi32(15), hi2 = _mm256_set1_epi32(0x30), k32 = _mm256_set1_epi32(32);
+    for (int n = 0; n < 2; ++n) {
+      const unsigned char* ql = b + 64 * n;
+      const unsigned char* qh = b + 128 + 32 * n;
+      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
+      for (int h = 0; h < 4; ++h) {
+        const __m256i a = u8x8(ql + 8 * h), c = u8x8(ql + 32 + 8 * h), e = u8x8(qh + 8 * h);
+        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(a, lo4), _mm256_and_si256(_mm256_slli_epi32(e, 4), hi2));
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_slli_epi32(e, 2), hi2));
+        const __m256i q2 = _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_and_si256(e, hi2));
+        const __m256i q3 = _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_and_si256(_mm256_srli_epi32(e, 2), hi2));
+        const auto w = [&](__m256i q, int s) QKV_SIMD { return weight(q, k32, d * float(sc[s])); };
+        const int j = 128 * n + 8 * h, s = h / 2;
+        acc(j, w(q0, s), j + 32, w(q1, s + 2));
+        acc(j + 64, w(q2, s + 4), j + 96, w(q3, s + 6));
+      }
+    }
+  }
+};
+
 struct Avx2Decoders : PlainDecoders {
   using F16 = DecF16Avx2;
   using BF16 = DecBF16Avx2;
   using Q8_0 = DecQ8_0Avx2;
   using Q4_0 = DecQ4_0Avx2;
   using Q4_K = DecQ4_KAvx2;
+  using Q6_K = DecQ6_KAvx2;
 };
 
 }  // namespace

@@ -8,6 +8,11 @@
 namespace qkv::io::qdetail {
 namespace {
 
+// A block's binary16 scale by VCVTPH2PS (exact for every value, as half_to_float).
+QKV_SIMD inline float f16c_scale(const unsigned char* p) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(p))));
+}
+
 // 16 bytes -> 16 int32 lanes (zero-extended)
 QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -44,7 +49,7 @@ struct DecBF16Avx512 {
   }
 };
 
-// Q8_0, Q4_0 and Q4_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K and Q6_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx512 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
@@ -53,13 +58,22 @@ struct DecQ8_0Avx512 {
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m512 d = _mm512_set1_ps(half_to_float(u16_at(b)));
+      const __m512 d = _mm512_set1_ps(f16c_scale(b));
       const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
       const __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
       acc(i, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d), i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d));
     }
   }
 };
+
+// The 4-bit decoders look their weights up: a table of the 16 values a nibble can stand for, each
+// computed as dequantize_row does (float(q − 8)·d; (d·sc)·float(q) − dmin·m), one vector per block or
+// sub-block, and VPERMPS picks lane i's weight by the low 4 bits of its index — a zero-extended byte
+// whose low nibble is the weight's (and, shifted right by 4, the high nibble's): one instruction where
+// converting each nibble took four.
+QKV_SIMD inline __m512 iota16() {
+  return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
 
 struct DecQ4_0Avx512 {
   static constexpr int kBlock = 32;
@@ -68,13 +82,11 @@ struct DecQ4_0Avx512 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const __m512i mask = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    const __m512 values = _mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f));  // float(q − 8), exact
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m512 d = _mm512_set1_ps(half_to_float(u16_at(b)));
+      const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(f16c_scale(b)));
       const __m512i q = u8x16(b + 2);
-      const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(q, mask), eight);
-      const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
-      acc(i, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d), i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+      acc(i, _mm512_permutexvar_ps(q, table), i + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table));
     }
   }
 };
@@ -86,20 +98,54 @@ struct DecQ4_KAvx512 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
-    const __m512i mask = _mm512_set1_epi32(15);
+    const float d = f16c_scale(b), dmin = f16c_scale(b + 2);
+    const __m512 values = iota16();
     for (int c = 0; c < 4; ++c) {
       int sc, m;
       scale_min(2 * c, b + 4, &sc, &m);
-      const __m512 d1 = _mm512_set1_ps(d * float(sc)), m1 = _mm512_set1_ps(dmin * float(m));
+      const __m512 t1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d * float(sc)), values),
+                                      _mm512_set1_ps(dmin * float(m)));
       scale_min(2 * c + 1, b + 4, &sc, &m);
-      const __m512 d2 = _mm512_set1_ps(d * float(sc)), m2 = _mm512_set1_ps(dmin * float(m));
+      const __m512 t2 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d * float(sc)), values),
+                                      _mm512_set1_ps(dmin * float(m)));
       for (int h = 0; h < 2; ++h) {
         const __m512i q = u8x16(b + 16 + 32 * c + 16 * h);
-        const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, mask));
-        const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
-        acc(64 * c + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, lo), m1), 64 * c + 32 + 16 * h,
-            _mm512_sub_ps(_mm512_mul_ps(d2, hi), m2));
+        acc(64 * c + 16 * h, _mm512_permutexvar_ps(q, t1), 64 * c + 32 + 16 * h,
+            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t2));
+      }
+    }
+  }
+};
+
+// Q6_K: q = (ql's nibble | qh's 2-bit field << 4) − 32, x = (d·sc)·q with one int8 scale per 16 weights
+// (rows_q6_k): 16 lanes are one scale's weights. (qh >> s & 3) << 4 is written (qh << 4 − s) & 0x30.
+struct DecQ6_KAvx512 {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 210;
+  static constexpr bool kDirect = true;
+  // (d·sc)·float(q − 32)
+  QKV_SIMD static __m512 weight(__m512i q, __m512i k32, float scale) {
+    return _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32)));
+  }
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = f16c_scale(b + 208);
+    const __m512i lo4 = _mm512_set1_epi32(15), hi2 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
+    for (int n = 0; n < 2; ++n) {
+      const unsigned char* ql = b + 64 * n;
+      const unsigned char* qh = b + 128 + 32 * n;
+      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a = u8x16(ql + 16 * h), c = u8x16(ql + 32 + 16 * h), e = u8x16(qh + 16 * h);
+        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(a, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 4), hi2));
+        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 2), hi2));
+        const __m512i q2 = _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_and_si512(e, hi2));
+        const __m512i q3 = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_and_si512(_mm512_srli_epi32(e, 2), hi2));
+        const auto w = [&](__m512i q, int s) QKV_SIMD { return weight(q, k32, d * float(sc[s])); };
+        const int j = 128 * n + 16 * h;
+        acc(j, w(q0, h), j + 32, w(q1, h + 2));
+        acc(j + 64, w(q2, h + 4), j + 96, w(q3, h + 6));
       }
     }
   }
@@ -111,6 +157,7 @@ struct Avx512Decoders : PlainDecoders {
   using Q8_0 = DecQ8_0Avx512;
   using Q4_0 = DecQ4_0Avx512;
   using Q4_K = DecQ4_KAvx512;
+  using Q6_K = DecQ6_KAvx512;
 };
 
 }  // namespace

@@ -26,6 +26,29 @@ struct Accum {
       a1[m] = Isa::fmadd(wb, Isa::load(xk + std::size_t(m) * ldx + jb), a1[m]);
     }
   }
+  QKV_SIMD inline typename Isa::V total(int m) const { return Isa::add(a0[m], a1[m]); }
+};
+
+// One row of x (a decoding step): successive calls alternate between two pairs of accumulators, four
+// FMA chains instead of two, so that the FMA latency does not bound a row (the branch alternates, and
+// is predicted).
+template <class Isa>
+struct Accum<Isa, 1> {
+  typename Isa::V a0[1], a1[1], c0, c1;
+  const float* xk;
+  int ldx;
+  bool odd;
+  QKV_SIMD inline void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
+    if (odd) {
+      c0 = Isa::fmadd(wa, Isa::load(xk + ja), c0);
+      c1 = Isa::fmadd(wb, Isa::load(xk + jb), c1);
+    } else {
+      a0[0] = Isa::fmadd(wa, Isa::load(xk + ja), a0[0]);
+      a1[0] = Isa::fmadd(wb, Isa::load(xk + jb), a1[0]);
+    }
+    odd = !odd;
+  }
+  QKV_SIMD inline typename Isa::V total(int) const { return Isa::add(Isa::add(a0[0], a1[0]), Isa::add(c0, c1)); }
 };
 
 template <class Dec>
@@ -48,6 +71,7 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
     V(&a1)[MR] = acc.a1;
     float t[MR];
     for (int m = 0; m < MR; ++m) a0[m] = Isa::zero(), a1[m] = Isa::zero(), t[m] = 0.0f;
+    if constexpr (MR == 1) acc.c0 = Isa::zero(), acc.c1 = Isa::zero(), acc.odd = false;
     acc.ldx = ldx;
     for (int k0 = 0; k0 < K; k0 += kTile) {
       const int L = std::min(kTile, K - k0);
@@ -64,7 +88,7 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
       }
     }
     for (int m = 0; m < MR; ++m) {
-      const float s = Isa::hsum(Isa::add(a0[m], a1[m])) + t[m];
+      const float s = Isa::hsum(acc.total(m)) + t[m];
       float& out = y[std::size_t(m) * ldy + n];
       out = accumulate ? out + s : s;
     }

@@ -27,6 +27,8 @@ for arch in gpt2 llama mistral qwen2 gemma gemma2 gpt_neox phi3 gpt_neo; do
 done
 "$qkv" convert --type q4_k "$tmp/llama" "$tmp/llama.q4_k.gguf" >/dev/null 2>&1
 check gguf-q4_k 0 '"tokens_per_second"' -- generate --model "$tmp/llama.q4_k.gguf" --tokens 5,6,7 --max-new-tokens 4 --json
+check no-bandwidth 0 '"bandwidth_fraction": null' -- generate --model "$tmp/llama.q4_k.gguf" --tokens 5,6,7 --max-new-tokens 4 --json
+check bandwidth 0 '"triad_gb_per_s": [0-9]' -- generate --model "$tmp/llama.q4_k.gguf" --tokens 5,6,7 --max-new-tokens 4 --json --bandwidth
 check llmc-bin 0 '"stop_reason": "max_new_tokens"' -- generate --model "$fx/tiny.bin" --tokens 3,57,14 --max-new-tokens 5 --json
 check safetensors-file 0 '"prompt_tokens": 3' -- generate --model "$src/models/induction/model.safetensors" --text "abc" --max-new-tokens 3 --json
 

@@ -66,7 +66,7 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
     const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
     const std::vector<int> Ks = bs == 1 ? std::vector<int>{1, 7, 37, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs};
     for (int K : Ks)
-      for (int N : {1, 5, 33}) {
+      for (int N : {1, 5, 7, 33}) {
         const auto W = random_weights(t, N, K, rng);
         for (int M : {1, 2, 3, 4, 5, 8}) {
           const int ldx = K + 3, ldy = N + 2;
@@ -90,6 +90,26 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
           }
         }
       }
+  }
+}
+
+// A decoding step's shape, large enough to be split over the threads (an odd row count: unequal
+// shares), on every type and path.
+TEST(QMatmul, OneRowSplitOverThreadsMatchesTwin) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (GgmlType t : kTypes) {
+    const int N = 1027, K = 512;
+    const auto W = random_weights(t, N, K, rng);
+    std::vector<float> x(K), want(N);
+    for (auto& v : x) v = g(rng);
+    qkv::io::qmatmul_reference(t, W.data(), N, K, x.data(), K, 1, want.data(), N, false);
+    for (FlashPath p : paths()) {
+      PathGuard guard(p);
+      std::vector<float> got(N);
+      qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, got.data(), N, false);
+      expect_close(t, W, N, K, x, K, 1, got, want, N, qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p));
+    }
   }
 }
 

@@ -246,3 +246,27 @@ TEST(Generate, BadInputIsAQkvError) {
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// weight_bytes_per_token: every f32 tensor of the checkpoint's table once, but the embeddings (one row
+// each) — Llama's separate lm_head; GPT-2's tied wte read whole as the unembedding, wpe one row.
+TEST(Generate, WeightBytesPerTokenCountsWhatAStepReads) {
+  for (const std::string type : {"llama", "gpt2"}) {
+    const Model m = tiny(type);
+    int64_t all = 0;
+    for (const TensorSpec& t : m.table) {
+      int64_t n = 1;
+      for (int64_t s : t.shape) n *= s;
+      all += n;
+    }
+    const int64_t d = m.arch.d;
+    const int64_t expected =
+        type == "llama" ? all - int64_t(m.arch.vocab_size) * d + d : all - int64_t(m.arch.n_ctx) * d + d;
+    EXPECT_EQ(weight_bytes_per_token(m), 4 * expected) << type;
+  }
+}
+
+}  // namespace
+}  // namespace qkv

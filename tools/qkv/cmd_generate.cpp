@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/analysis/steer.hpp"
+#include "qkv/bandwidth.hpp"
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
 #include "qkv/io/npy.hpp"
@@ -21,7 +23,7 @@ struct GenerateArgs {
   Sampling sampling;
   std::vector<std::string> steer;
   std::string stop;
-  bool ignore_eos = false, json = false;
+  bool ignore_eos = false, json = false, bandwidth = false;
 };
 
 // "HOOK:FILE.npy:COEF" (FILE may itself hold ':'): the vector read from FILE, flattened in C order.
@@ -115,6 +117,11 @@ void run_generate(const GenerateArgs& a) {
                              : r.stop_reason == "stop_id" ? "eos"
                                                           : r.stop_reason;
   if (a.json) {
+    // Decoding against the machine's limit: the weights' bytes per token at the triad bandwidth
+    // measured now (--bandwidth), on the threads generate used (bandwidth.hpp).
+    const int64_t bytes = weight_bytes_per_token(m.model);
+    const std::optional<TriadResult> triad = a.bandwidth ? std::optional(triad_bandwidth()) : std::nullopt;
+    const auto limit = [&](double v) { return triad ? nlohmann::json(v) : nlohmann::json(nullptr); };
     nlohmann::json steer = nlohmann::json::array();
     for (const Steer& s : o.steer) steer.push_back({{"hook", s.hook}, {"file", s.source}, {"coef", s.coef}});
     print_json({{"model", m.path},
@@ -125,6 +132,9 @@ void run_generate(const GenerateArgs& a) {
                 {"prefill_ms", r.prefill_ms},
                 {"decode_ms", r.decode_ms},
                 {"tokens_per_second", r.tokens_per_second()},
+                {"weight_bytes_per_token", bytes},
+                {"triad_gb_per_s", limit(triad ? triad->gb_per_s : 0)},
+                {"bandwidth_fraction", limit(triad ? r.tokens_per_second() * double(bytes) / (triad->gb_per_s * 1e9) : 0)},
                 {"temperature", a.sampling.temperature},
                 {"top_k", a.sampling.top_k},
                 {"top_p", a.sampling.top_p},
@@ -211,7 +221,11 @@ void register_generate(CLI::App& app) {
     cmd->add_flag("--ignore-eos", a->ignore_eos, "go on past the tokenizer's end-of-sequence token");
     cmd->add_flag("--json", a->json,
                   "JSON (nothing streamed): {\"tokens\": new ids, \"text\", \"stop_reason\", \"prefill_ms\", "
-                  "\"decode_ms\", \"tokens_per_second\", ...}");
+                  "\"decode_ms\", \"tokens_per_second\", \"weight_bytes_per_token\", \"triad_gb_per_s\", "
+                  "\"bandwidth_fraction\" (the last two null without --bandwidth), ...}");
+    cmd->add_flag("--bandwidth", a->bandwidth,
+                  "with --json: measure the memory bandwidth (STREAM triad, 3 × 128 MB) after decoding and give "
+                  "tokens/s × weight bytes per token / bandwidth, the fraction of the physical limit reached");
     cmd->callback([a] { run_generate(*a); });
   }
   {
