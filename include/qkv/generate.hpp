@@ -84,7 +84,7 @@ GenerateResult generate(const Model& m, const std::vector<int>& prompt, const Ge
 // O(n²) — the slow twin that generate()'s tests compare with.
 // Bytes of weights one decoding step reads as stored (quantized blocks at their size): every matrix and
 // norm vector, one row of each embedding (all of the token embedding when it is the tied unembedding).
-// Divided by the memory bandwidth (bandwidth.hpp), the physical limit of tokens per second.
+// Divided by the memory bandwidth (peak.hpp's measure_bandwidth), the physical limit of tokens per second.
 // src/model/weight_traffic.cpp.
 int64_t weight_bytes_per_token(const Model& m);
 

@@ -13,8 +13,9 @@
 
 namespace qkv::flash_detail {
 
+// F16C too: the dequantizing kernels of the same path (src/io/qmatmul_avx2.cpp) convert f16 scales with it.
 bool avx2_available() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 void forward_avx2(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
                   int dh, float scale) {

@@ -6,7 +6,7 @@
 // GCC 12 reports the _mm512_undefined_*() inside its own conversion intrinsics as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#define QKV_SIMD __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define QKV_SIMD __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")))
 
 #include "core/simd_avx512.hpp"
 #include "io/qmatmul_simd.hpp"

@@ -9,7 +9,7 @@
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/analysis/steer.hpp"
-#include "qkv/bandwidth.hpp"
+#include "qkv/peak.hpp"
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
 #include "qkv/io/npy.hpp"
@@ -118,9 +118,9 @@ void run_generate(const GenerateArgs& a) {
                                                           : r.stop_reason;
   if (a.json) {
     // Decoding against the machine's limit: the weights' bytes per token at the triad bandwidth
-    // measured now (--bandwidth), on the threads generate used (bandwidth.hpp).
+    // measured now (--bandwidth), on the GEMM threads (peak.hpp, as qkv bench peak).
     const int64_t bytes = weight_bytes_per_token(m.model);
-    const std::optional<TriadResult> triad = a.bandwidth ? std::optional(triad_bandwidth()) : std::nullopt;
+    const std::optional<Bandwidth> triad = a.bandwidth ? std::optional(measure_bandwidth()) : std::nullopt;
     const auto limit = [&](double v) { return triad ? nlohmann::json(v) : nlohmann::json(nullptr); };
     nlohmann::json steer = nlohmann::json::array();
     for (const Steer& s : o.steer) steer.push_back({{"hook", s.hook}, {"file", s.source}, {"coef", s.coef}});
@@ -133,8 +133,8 @@ void run_generate(const GenerateArgs& a) {
                 {"decode_ms", r.decode_ms},
                 {"tokens_per_second", r.tokens_per_second()},
                 {"weight_bytes_per_token", bytes},
-                {"triad_gb_per_s", limit(triad ? triad->gb_per_s : 0)},
-                {"bandwidth_fraction", limit(triad ? r.tokens_per_second() * double(bytes) / (triad->gb_per_s * 1e9) : 0)},
+                {"triad_gb_per_s", limit(triad ? triad->best_gbps : 0)},
+                {"bandwidth_fraction", limit(triad ? r.tokens_per_second() * double(bytes) / (triad->best_gbps * 1e9) : 0)},
                 {"temperature", a.sampling.temperature},
                 {"top_k", a.sampling.top_k},
                 {"top_p", a.sampling.top_p},
@@ -224,7 +224,7 @@ void register_generate(CLI::App& app) {
                   "\"decode_ms\", \"tokens_per_second\", \"weight_bytes_per_token\", \"triad_gb_per_s\", "
                   "\"bandwidth_fraction\" (the last two null without --bandwidth), ...}");
     cmd->add_flag("--bandwidth", a->bandwidth,
-                  "with --json: measure the memory bandwidth (STREAM triad, 3 × 128 MB) after decoding and give "
+                  "with --json: measure the memory bandwidth (STREAM triad as qkv bench peak, best of 5) after decoding and give "
                   "tokens/s × weight bytes per token / bandwidth, the fraction of the physical limit reached");
     cmd->callback([a] { run_generate(*a); });
   }
