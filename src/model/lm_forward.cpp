@@ -132,7 +132,9 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 }
 
 // Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
-// kPanelRows or more rows (about the core's L2: 256 rows × 1024 floats = 1 MiB) with the vector
+// kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but at most 2 MiB (fewer rows
+// for wide inputs: MLP down projections; each thread holds one panel, which counts in the RSS bound of
+// tests/cli/memory_test.sh), and at least 16, with the vector
 // decoders of the ISA in use (io/qpanel.hpp) into its own buffer and multiplies it by x single-threaded
 // (BLIS inside a parallel region); panels are handed out dynamically. Every weight is expanded once per
 // call, the expansion stays in cache until BLIS packs it, and the weight is never float32 whole.
@@ -146,10 +148,11 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
   const int in = int(W.shape[1]), out = int(W.shape[0]);
   if (in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;  // W.f32's path names the error
   const int team = omp_get_level() == 0 ? gemm_threads() : 1;
-  // at least kPanelRows rows (each panel repacks x in BLIS: fewer, larger panels repack it less), at most
-  // an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
+  // kPanelRows rows within 2 MiB (each panel repacks x in BLIS: fewer, larger panels repack it less), at
+  // most an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
   const int share = (out + team - 1) / team;
-  const int rows = std::max(16, std::min(int(std::max<int64_t>(kPanelRows, kPanelFloats / in)), (share + 15) / 16 * 16));
+  const int64_t wide = std::min<int64_t>(std::max<int64_t>(kPanelRows, kPanelFloats / in), 2 * kPanelFloats / in);
+  const int rows = std::max(16, std::min(int(wide) / 16 * 16, (share + 15) / 16 * 16));
   const int panels = (out + rows - 1) / rows;
   const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
