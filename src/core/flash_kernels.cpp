@@ -251,10 +251,12 @@ QKV_AVX512 inline __m512 lane_index(int v) {
 
 }  // namespace
 
+bool f16c_available();  // flash_kernels_avx2.cpp
+
 bool avx512_available() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");  // f16c: as avx2_available
+         __builtin_cpu_supports("fma") && f16c_available();
 }
 
 QKV_AVX512 bool vexp_avx512(const float* x, float* y, int n) {

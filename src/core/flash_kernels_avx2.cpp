@@ -3,6 +3,7 @@
 // so the file needs no -m flag; flash.cpp calls these only when avx2_available() says the CPU has it.
 // Micro-kernels: 6 rows × 2 vectors (12 accumulators + 2 loads + 1 broadcast of the 16 ymm registers).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define QKV_SIMD __attribute__((target("avx2,fma")))
@@ -13,9 +14,15 @@
 
 namespace qkv::flash_detail {
 
-// F16C too: the dequantizing kernels of the same path (src/io/qmatmul_avx2.cpp) convert f16 scales with it.
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). The dequantizing
+// kernels of the AVX2 and AVX-512 paths (src/io/qmatmul_*.cpp) convert f16 scales with F16C.
+bool f16c_available() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 bool avx2_available() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_available();
 }
 void forward_avx2(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
                   int dh, float scale) {

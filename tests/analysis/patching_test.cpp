@@ -107,12 +107,15 @@ TEST_P(PatchingReference, SweepsPathsAndAttributionMatchNumpy) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PatchingReference, ::testing::Values("tiny", "tiny_attn_only"));
 
-// A random checkpoint of a family (lm.hpp's writer), for the properties that must hold on every family.
-std::string family_dir(const std::string& type, uint64_t seed) {
+// A random checkpoint of a family (lm.hpp's writer), for the properties that must hold on every family;
+// its directory is removed once loaded (the model keeps its mapping of the unlinked file).
+Model family_model(const std::string& type, uint64_t seed) {
   const std::string dir = (fs::temp_directory_path() / ("qkv_patching_" + type + "_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   write_random_checkpoint(dir, default_config(type, "tiny"), WeightType::F32, 1, seed);
-  return dir;
+  Model m = load_lm(dir);
+  fs::remove_all(dir);
+  return m;
 }
 
 std::vector<int> tokens(int T, int V) {
@@ -127,7 +130,7 @@ class PatchingFamilies : public ::testing::TestWithParam<std::string> {};
 TEST_P(PatchingFamilies, PatchingOwnValueIsBitIdentical) {
   const std::string type = GetParam();
   const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
-                                      : load_lm(family_dir(type, 3));
+                                      : family_model(type, 3);
   const auto ids = tokens(12, m.arch.vocab_size);
   const PatchedRun base = run_patched(m, ids, {}, [](const std::string&) { return true; });
   int hooks = 0;
@@ -160,7 +163,7 @@ TEST_P(PatchingFamilies, PatchingOwnValueIsBitIdentical) {
 TEST_P(PatchingFamilies, AttributionTermsSumToTheLogitDifference) {
   const std::string type = GetParam();
   const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
-                                      : load_lm(family_dir(type, 4));
+                                      : family_model(type, 4);
   const auto ids = tokens(10, m.arch.vocab_size);
   const AttributionResult r = attribute(m, ids, ids[3], ids[4], 8);
   EXPECT_EQ(r.position, 8);
@@ -184,7 +187,7 @@ TEST_P(PatchingFamilies, AttributionTermsSumToTheLogitDifference) {
 TEST_P(PatchingFamilies, PathPatchingIsExactAndMoves) {
   const std::string type = GetParam();
   const Model m = type == "induction" ? load_lm(std::string(QKV_SOURCE_DIR) + "/models/induction")
-                                      : load_lm(family_dir(type, 5));
+                                      : family_model(type, 5);
   const auto ids = tokens(12, m.arch.vocab_size);
   auto other = ids;
   for (int t = 0; t < 6; t++) other[size_t(t)] = (other[size_t(t)] + 5) % m.arch.vocab_size;

@@ -45,6 +45,7 @@ const Model& family(const std::string& type) {
       (fs::temp_directory_path() / ("qkv_sweep_test_" + std::to_string(::getpid()) + "_" + type)).string();
   write_random_checkpoint(dir, cfg, WeightType::F32, 1, 11);
   Model m = load_lm(dir);
+  fs::remove_all(dir);  // the model keeps its mapping of the unlinked file
   return cache.emplace(type, std::move(m)).first->second;
 }
 
