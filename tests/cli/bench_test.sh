@@ -29,8 +29,11 @@ if [ $rc -ne 0 ]; then bad "peak-json: exit $rc"; else
     grep -q "\"$key\":" <<<"$out" || lacks+=" $key"
   done
   # the FMA rate and the bandwidth are positive numbers
-  grep -qE '"gflops": [0-9]*[1-9]' <<<"$out" || lacks+=" (gflops > 0)"
-  grep -qE '"bandwidth_gbps": [0-9]*[1-9]' <<<"$out" || lacks+=" (bandwidth > 0)"
+  # (under ASan both are small: 0.69 GB/s was seen, so a number below 1 must pass)
+  python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if all(f["gflops"] > 0 for f in j["fma"]) else 1)' \
+    <<<"$out" || lacks+=" (gflops > 0)"
+  python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["bandwidth_gbps"] > 0 else 1)' <<<"$out" ||
+    lacks+=" (bandwidth > 0)"
   if [ -z "$lacks" ]; then ok "peak-json"; else bad "peak-json: lacks$lacks"; echo "$out"; fi
 fi
 check peak-text 0 'GFLOP/s' -- bench peak --isa portable --repeats 1 --no-bandwidth --peak 100
