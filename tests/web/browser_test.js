@@ -5,7 +5,7 @@
 // heads/circuits link to patterns; exports; refusal of a text beyond the context. One line per check.
 // Usage: node browser_test.js URL QKV_BINARY MODEL_DIR ARTIFACTS_DIR
 'use strict';
-const { chromium } = require('playwright-core');
+const { launchChromium, waitFor } = require('./page_util');
 const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
@@ -21,29 +21,10 @@ function check(name, ok, detail = '') {
   console.log(`${ok ? 'ok  ' : 'FAIL'} browser: ${name}${detail ? ' — ' + detail : ''}`);
   if (!ok) failures++;
 }
-// page.waitForFunction evaluates a string, which the page's Content-Security-Policy (no 'unsafe-eval')
-// forbids; so poll with page.evaluate, which the CSP allows, and keep the CSP enforced in the test.
-async function waitFor(page, fn, arg, opts = {}) {
-  const deadline = Date.now() + (opts.timeout || 30000);
-  for (;;) {
-    if (await page.evaluate(fn, arg)) return true;
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + fn.toString().slice(0, 160));
-    await new Promise((r) => setTimeout(r, 40));
-  }
-}
 const f6 = (v) => Number(v.toPrecision(6)).toString();
 
 (async () => {
-  const userData = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-chromium-'));
-  // A fresh --user-data-dir (playwright passes it for a persistent context).
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: process.env.QKV_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-    acceptDownloads: true,
-  });
+  const { context, close } = await launchChromium({ acceptDownloads: true });
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
@@ -265,8 +246,7 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     check('browser session', false, e.stack || String(e));
     await page.screenshot({ path: path.join(artifacts, 'qkv-serve-failure.png'), fullPage: true }).catch(() => {});
   } finally {
-    await context.close();
-    fs.rmSync(userData, { recursive: true, force: true });
+    await close();
   }
   console.log(failures ? `browser: ${failures} check(s) failed` : 'browser: all checks passed');
   process.exit(failures ? 1 : 0);

@@ -7,7 +7,7 @@
 // clear message and the server stays up. Screenshots in ARTIFACTS_DIR.
 // Usage: node generate_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL
 'use strict';
-const { chromium } = require('playwright-core');
+const { launchChromium, waitFor } = require('./page_util');
 const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
@@ -22,14 +22,6 @@ let failures = 0;
 function check(name, ok, detail = '') {
   console.log(`${ok ? 'ok  ' : 'FAIL'} generate: ${name}${detail ? ' — ' + detail : ''}`);
   if (!ok) failures++;
-}
-async function waitFor(page, fn, arg, opts = {}) {  // polls with evaluate (the page's CSP forbids eval)
-  const deadline = Date.now() + (opts.timeout || 30000);
-  for (;;) {
-    if (await page.evaluate(fn, arg)) return true;
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + fn.toString().slice(0, 160));
-    await new Promise((r) => setTimeout(r, 40));
-  }
 }
 const cliJson = (...args) => JSON.parse(execFileSync(qkv, args, { maxBuffer: 64 << 20 }).toString());
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
@@ -140,13 +132,7 @@ async function session(page, url, model, name, o) {
 }
 
 (async () => {
-  const userData = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-chromium-'));
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: process.env.QKV_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 1000 },
-  });
+  const { context, close } = await launchChromium({ viewport: { width: 1280, height: 1000 } });
   const cases = [
     [gptUrl, gptModel, 'gpt2', { prompt: 'The cat sat on the mat. The dog ran. The cat sat', n: 12,
       steer: { hook: 'blocks.1.hook_resid_pre', coef: 6, positive: ['abcabc', 'the cat'], negative: ['xyz xyz'] } }],
@@ -161,8 +147,7 @@ async function session(page, url, model, name, o) {
     }
     await page.close();
   }
-  await context.close();
-  fs.rmSync(userData, { recursive: true, force: true });
+  await close();
   console.log(failures ? `generate: ${failures} check(s) failed` : 'generate: all generation-view checks passed');
   process.exit(failures ? 1 : 0);
 })();

@@ -12,7 +12,7 @@
 // Optionally a family checkpoint without a tokenizer: ids typed as "ids: 1, 2, 3", patching equal to the CLI.
 // Usage: node patch_test.js QKV_BINARY ARTIFACTS_DIR GPT2_URL GPT2_MODEL LLAMA_URL LLAMA_MODEL [NOTOK_URL NOTOK_MODEL]
 'use strict';
-const { chromium } = require('playwright-core');
+const { launchChromium, waitFor } = require('./page_util');
 const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
@@ -27,14 +27,6 @@ let failures = 0;
 function check(name, ok, detail = '') {
   console.log(`${ok ? 'ok  ' : 'FAIL'} browser: ${name}${detail ? ' — ' + detail : ''}`);
   if (!ok) failures++;
-}
-async function waitFor(page, fn, arg, opts = {}) {  // polls with evaluate (the page's CSP forbids eval)
-  const deadline = Date.now() + (opts.timeout || 30000);
-  for (;;) {
-    if (await page.evaluate(fn, arg)) return true;
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + fn.toString().slice(0, 160));
-    await new Promise((r) => setTimeout(r, 40));
-  }
 }
 const cliJson = (...args) => JSON.parse(execFileSync(qkv, args, { maxBuffer: 64 << 20 }).toString());
 const maxAbs = (a, b) => a.reduce((m, v, k) => Math.max(m, Math.abs(v - b[k])), a.length === b.length ? 0 : Infinity);
@@ -402,13 +394,7 @@ async function noTokenizer(page) {
 }
 
 (async () => {
-  const userData = fs.mkdtempSync(path.join(os.tmpdir(), 'qkv-chromium-'));
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: process.env.QKV_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
+  const { context, close } = await launchChromium();
   const sessions = [['patching', patching], ['rotary', rotary]];
   if (ntModel) sessions.push(['no-tokenizer', noTokenizer]);
   for (const [name, fn] of sessions) {
@@ -419,8 +405,7 @@ async function noTokenizer(page) {
     }
     await page.close();
   }
-  await context.close();
-  fs.rmSync(userData, { recursive: true, force: true });
+  await close();
   console.log(failures ? `browser: ${failures} check(s) failed` : 'browser: all patching/rotary checks passed');
   process.exit(failures ? 1 : 0);
 })();
