@@ -10,30 +10,14 @@
 #include "qkv/analysis/steer.hpp"
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
+#include "request_fields.hpp"
 #include "service.hpp"
 
 namespace qkv::server {
 namespace an = qkv::analysis;
+using namespace fields;
 
 namespace {
-
-[[noreturn]] void bad(const std::string& msg) { throw ApiError(400, msg); }
-
-double number_of(const json& req, const char* key, double fallback) {
-  if (!req.contains(key) || req[key].is_null()) return fallback;
-  if (!req[key].is_number()) bad(std::string("\"") + key + "\" must be a number");
-  return req[key].get<double>();
-}
-
-int64_t integer_of(const json& req, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-  if (!req.contains(key) || req[key].is_null()) return fallback;
-  if (!req[key].is_number_integer()) bad(std::string("\"") + key + "\" must be an integer");
-  const int64_t x = req[key].get<int64_t>();
-  if (x < lo || x > hi)
-    bad(std::string("\"") + key + "\" is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
-        std::to_string(hi) + "]");
-  return x;
-}
 
 // Three decimals are what the page draws; they keep a GPT-2 small event (144 rows) small.
 double round3(float p) { return std::round(double(p) * 1000.0) / 1000.0; }
@@ -102,15 +86,14 @@ std::shared_ptr<Service::GenerateJob> Service::generate_job(const json& req) {
   const int room = lm_.arch.n_ctx - int(job->prompt.size());
   if (room < 1) bad("the prompt fills the model's context (" + std::to_string(lm_.arch.n_ctx) + " tokens): no room to generate");
   job->o.max_new_tokens =
-      int(integer_of(req, "max_new_tokens", std::min(32, room), 1, std::min(opt_.max_generate_tokens, room)));
+      int(int64_of(req, "max_new_tokens", std::min(32, room), 1, std::min(opt_.max_generate_tokens, room)));
   Sampling& sm = job->o.sampling;
   sm.temperature = number_of(req, "temperature", 0.0);
-  sm.top_k = int(integer_of(req, "top_k", 0, 0, lm_.arch.vocab_size));
+  sm.top_k = int(int64_of(req, "top_k", 0, 0, lm_.arch.vocab_size));
   sm.top_p = number_of(req, "top_p", 1.0);
-  sm.seed = uint64_t(integer_of(req, "seed", 0, 0, int64_t(1) << 53));
+  sm.seed = uint64_t(int64_of(req, "seed", 0, 0, int64_t(1) << 53));
   check_sampling(sm);  // qkv::Error (usage) -> 400
-  if (req.contains("stop_at_eos") && !req["stop_at_eos"].is_boolean()) bad("\"stop_at_eos\" must be true or false");
-  const bool eos = !req.contains("stop_at_eos") || req["stop_at_eos"].get<bool>();
+  const bool eos = bool_of(req, "stop_at_eos", true);
   if (eos && tok_ && tok_->eos_id() >= 0) job->o.stop_ids.push_back(tok_->eos_id());
   if (req.contains("steer") && !req["steer"].is_null()) steer_from(req["steer"], *job);
   return job;

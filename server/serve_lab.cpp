@@ -18,39 +18,14 @@
 #include "qkv/model_files.hpp"
 #include "qkv/report/attribute_json.hpp"
 #include "qkv/report/patch_json.hpp"
+#include "request_fields.hpp"
 #include "service.hpp"
 
 namespace qkv::server {
 namespace an = qkv::analysis;
+using namespace fields;
 
 namespace {
-
-[[noreturn]] void bad(const std::string& msg, json extra = json::object()) {
-  throw ApiError(400, msg, std::move(extra));
-}
-
-int int_of(const json& req, const char* key, int fallback, int lo, int hi) {
-  if (!req.contains(key) || req[key].is_null()) return fallback;
-  const json& v = req[key];
-  if (!v.is_number_integer()) bad(std::string("\"") + key + "\" must be an integer");
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi)
-    bad(std::string("\"") + key + "\" is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
-        std::to_string(hi) + "]");
-  return int(x);
-}
-
-bool bool_of(const json& req, const char* key, bool fallback) {
-  if (!req.contains(key)) return fallback;
-  if (!req[key].is_boolean()) bad(std::string("\"") + key + "\" must be true or false");
-  return req[key].get<bool>();
-}
-
-std::string string_of(const json& req, const char* key, const std::string& fallback) {
-  if (!req.contains(key)) return fallback;
-  if (!req[key].is_string()) bad(std::string("\"") + key + "\" must be a string");
-  return req[key].get<std::string>();
-}
 
 json square(const float* p, int T) {
   json j = json::array();
