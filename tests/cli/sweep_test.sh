@@ -90,17 +90,20 @@ if command -v mpirun >/dev/null 2>&1; then
     mpirun -np 2 "$qkv" sweep "${args[@]}" --out "$tmp/k" >/dev/null 2>&1 &
     mpi_pid=$!
     for _ in $(seq 800); do [ -e "$tmp/k/chunks/c000003.json" ] && break; sleep 0.01; done
-    rank_pids=$(pgrep -P $mpi_pid)
+    # The ranks are the qkv processes writing to $tmp/k ($! is the subshell running the mpirun function
+    # above, and its child is mpirun itself, not a rank: killing that orphans both ranks, which go on
+    # writing chunks while --resume runs, as stop 31's CI saw).
+    qkv_exe=$(readlink -f "$qkv")
+    ranks() { for p in $(pgrep -f -- "--out $tmp/k\$"); do [ "$(readlink -f /proc/$p/exe 2>/dev/null)" = "$qkv_exe" ] && echo $p; done; }
+    for _ in $(seq 800); do rank_pids=$(ranks); [ $(echo $rank_pids | wc -w) -ge 2 ] && break; sleep 0.01; done
     rank_pid=$(echo "$rank_pids" | head -1)
-    [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
+    if [ -n "$rank_pid" ]; then kill -KILL "$rank_pid"; else bad "SIGKILL of one rank: no rank of mpirun found"; fi
     wait $mpi_pid
     rc=$?
     # mpirun can return while the surviving rank is still being taken down (slowly, under ASan); a
     # --resume started before it is gone races with its last writes. Wait for every rank to be gone.
-    for _ in $(seq 3000); do
-      alive=0; for p in $rank_pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-      [ $alive -eq 0 ] && break; sleep 0.01
-    done
+    for _ in $(seq 3000); do [ -z "$(ranks)" ] && break; sleep 0.01; done
+    [ -z "$(ranks)" ] && ok "SIGKILL of one rank: every rank is gone" || bad "SIGKILL of one rank: ranks $(ranks) still run after 30 s"
     if [ ! -e "$tmp/k/stats.json" ] && [ $rc -ne 0 ]; then ok "SIGKILL of one rank: the sweep stops unfinished (exit $rc)"; else bad "SIGKILL of one rank: exit $rc, stats.json $( [ -e "$tmp/k/stats.json" ] && echo written || echo absent)"; fi
     "$qkv" sweep "${args[@]}" --out "$tmp/k" --resume >"$tmp/k.out" 2>&1 && ok "--resume after SIGKILL: exit 0" || bad "--resume after SIGKILL failed"
     grep -qE '; [1-9][0-9]* of 23 chunks were already done' "$tmp/k.out" && ok "--resume kept the chunks done before the kill" || bad "--resume redid everything: $(grep chunks "$tmp/k.out")"
