@@ -59,10 +59,16 @@ trans_t trans(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
 // Small products run single-threaded too: below about 4 MFLOP, waking a second thread costs more
 // than it saves (measured: a 2-layer d=64 forward over 128 tokens took 291 ms with 2 BLIS threads per
 // call, 1.3 ms with 1).
+//
+// BLIS's small-matrix ("sup") path is off: its AVX2 kernels (haswell, zen3) pick a different kernel for a
+// transposed B (a dot-product one that sums each output's k terms in another order), so the same product
+// with the weight stored [in, out] (a GPT-2 Conv1D directory) or [out, in] (its GGUF, llm.c) would differ
+// in the last bits. The packed path puts both layouts into the same panels, so the numbers do not depend
+// on how a checkpoint stores its matrices, on every kernel (skx has no sup kernels).
 rntm_t* runtime(rntm_t* local, int M, int N, int K) {
-  if (omp_get_level() == 0 && double(M) * N * K >= 2e6) return nullptr;
   bli_rntm_init(local);
-  bli_rntm_set_num_threads(1, local);
+  bli_rntm_set_num_threads(omp_get_level() == 0 && double(M) * N * K >= 2e6 ? g_threads : 1, local);
+  bli_rntm_disable_l3_sup(local);
   return local;
 }
 
