@@ -84,8 +84,8 @@ py::tuple run_cache(PyModel& m, const py::array_t<int64_t, py::array::c_style | 
 
 // Whether [p, p + n) lies inside one of the run's buffers.
 bool inside(const qkv::RunState& st, const float* p, int64_t n) {
-  for (const std::vector<float>* b : {&st.x, &st.u, &st.xin, &st.q, &st.k, &st.v, &st.z, &st.zm, &st.a, &st.m, &st.h,
-                                      &st.g, &st.lse, &st.logits, &st.S, &st.tmp, &st.wbuf, &st.qkv})
+  for (const std::vector<float>* b :
+       {&st.x, &st.u, &st.xin, &st.q, &st.k, &st.v, &st.a, &st.m, &st.g, &st.lse, &st.logits, &st.S, &st.qkv})
     if (!b->empty() && p >= b->data() && p + n <= b->data() + b->size()) return true;
   return false;
 }

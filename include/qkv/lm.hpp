@@ -99,7 +99,7 @@ struct Hooks {
 // Every buffer of a run; sized on first use, reused afterwards.
 struct RunState {
   int T = 0, B = 1;  // tokens per sequence, sequences
-  std::vector<float> x, u, xin, q, k, v, z, zm, a, m, h, g, lse, logits, S, tmp, wbuf, qkv;
+  std::vector<float> x, u, xin, q, k, v, a, m, g, lse, logits, S, qkv;
   std::vector<float> zeros;  // never written: a zero bias for gelu_bias_rows
   std::vector<int> pos, seg;  // per row: its position, and where its run of real / padding tokens starts
 };
