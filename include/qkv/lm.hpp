@@ -151,7 +151,7 @@ struct RunOptions {
 };
 
 // ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits; with
-// RunOptions::batch, ids [B·T] -> logits [B·T, vocab].
+// RunOptions::batch, ids [B·T] -> logits [B·T, vocab] ([B, vocab] with last_only).
 // 1 <= T <= n_ctx, ids in [0, vocab) (qkv::Error, Usage, otherwise).
 const std::vector<float>& run(const Model& model, const std::vector<int>& ids, RunState& st,
                               const RunOptions& opt = {});
