@@ -74,13 +74,12 @@ qkv::Hooks python_hooks(const std::map<std::string, std::vector<py::object>>& by
   return h;
 }
 
-py::dict generate_py(
-    const ModelRef& m, const IdArray& tokens, int max_new_tokens, double temperature, int top_k, double top_p,
-    uint64_t seed, const std::vector<std::pair<std::string, py::object>>& hooks,
-    const std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>,
-                                 double>>& steer,
-    bool stop_at_eos) {
-  const std::vector<int> prompt = ids_of(tokens, "tokens");
+using HookList = std::vector<std::pair<std::string, py::object>>;
+using SteerList =
+    std::vector<std::tuple<std::string, py::array_t<float, py::array::c_style | py::array::forcecast>, double>>;
+
+// The hooks by name, checked (an unknown hook point or something not callable: qkv.Error).
+std::map<std::string, std::vector<py::object>> hooks_by_name(const ModelRef& m, const HookList& hooks) {
   std::map<std::string, std::vector<py::object>> by_name;
   for (const auto& [n, fn] : hooks) {
     if (!m.hooks->count(n))
@@ -89,20 +88,24 @@ py::dict generate_py(
     if (!PyCallable_Check(fn.ptr())) qkv::usage_error("fwd_hooks: the hook for '" + n + "' is not callable");
     by_name[n].push_back(fn);
   }
+  return by_name;
+}
+
+// Everything generate() takes but the hooks, as Model.generate's arguments say.
+qkv::GenerateOptions options_of(const ModelRef& m, int max_new_tokens, double temperature, int top_k, double top_p,
+                                uint64_t seed, const SteerList& steer, bool stop_at_eos) {
   qkv::GenerateOptions o;
   o.max_new_tokens = max_new_tokens;
   o.sampling = {temperature, top_k, top_p, seed};
   for (const auto& [hook, vec, coef] : steer)
     o.steer.push_back({hook, std::vector<float>(vec.data(), vec.data() + vec.size()), float(coef),
                        "steer[" + std::to_string(o.steer.size()) + "] (" + hook + ")"});
-  const qkv::Hooks h = python_hooks(by_name);
-  if (!by_name.empty()) o.hooks = &h;
   if (stop_at_eos && m.tok && m.tok->eos_id() >= 0) o.stop_ids.push_back(m.tok->eos_id());
-  qkv::GenerateResult r;
-  {
-    py::gil_scoped_release nogil;
-    r = qkv::generate(*m.lm, prompt, o);
-  }
+  return o;
+}
+
+// `qkv generate --json`'s dict for one sequence's result.
+py::dict result_dict(const ModelRef& m, const std::vector<int>& prompt, const qkv::GenerateResult& r) {
   py::dict out;
   out["tokens"] = py::array_t<int32_t>(py::ssize_t(r.tokens.size()), r.tokens.data());
   if (m.tok) {  // the new text, decoded after the prompt (a Metaspace tokenizer keeps the first word's space)
@@ -118,6 +121,72 @@ py::dict generate_py(
   out["decode_ms"] = r.decode_ms;
   out["tokens_per_second"] = r.tokens_per_second();
   return out;
+}
+
+// Model.generate of a batch: ids [B, T] (mask [B, T] of 1 real / 0 padding, or None) unpadded and generated
+// together (generate_batch); one dict per row, each with the batch's "batch_tokens_per_second".
+py::list generate_batch_py(const ModelRef& m, const IdArray& tokens, const py::object& mask, int max_new_tokens,
+                           double temperature, int top_k, double top_p, const std::vector<uint64_t>& seeds,
+                           const HookList& hooks, const SteerList& steer, bool stop_at_eos) {
+  if (tokens.ndim() != 2) qkv::usage_error("tokens: expected ids [B, T]");
+  const int B = int(tokens.shape(0));
+  std::vector<int> flat;
+  for (py::ssize_t i = 0; i < tokens.size(); i++) {
+    const int64_t v = tokens.data()[i];
+    if (v < 0 || v > INT32_MAX)
+      qkv::usage_error("tokens: id " + std::to_string(v) + " at [" + std::to_string(i / tokens.shape(1)) + ", " +
+                       std::to_string(i % tokens.shape(1)) + "] is not a token id");
+    flat.push_back(int(v));
+  }
+  std::vector<uint8_t> mk;
+  if (!mask.is_none()) {
+    auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(mask);
+    if (!a) throw py::error_already_set();
+    if (a.ndim() != 2 || a.shape(0) != tokens.shape(0) || a.shape(1) != tokens.shape(1))
+      qkv::usage_error("attention_mask: shape " + qkv::shape_string(std::vector<int64_t>(a.shape(), a.shape() + a.ndim())) +
+                       ", but the tokens are " + qkv::shape_string(std::vector<int64_t>(tokens.shape(), tokens.shape() + 2)));
+    for (py::ssize_t i = 0; i < a.size(); i++) {
+      if (a.data()[i] != 0 && a.data()[i] != 1) qkv::usage_error("attention_mask: values must be 0 or 1");
+      mk.push_back(uint8_t(a.data()[i]));
+    }
+  }
+  const std::vector<std::vector<int>> prompts = qkv::unpad_batch(flat, B, mk);
+  const auto by_name = hooks_by_name(m, hooks);
+  qkv::GenerateOptions o = options_of(m, max_new_tokens, temperature, top_k, top_p, 0, steer, stop_at_eos);
+  const qkv::Hooks h = python_hooks(by_name);
+  if (!by_name.empty()) o.hooks = &h;
+  std::vector<uint64_t> sd = seeds;
+  if (sd.size() == 1) sd.assign(prompts.size(), seeds[0]);
+  if (sd.size() != prompts.size())
+    qkv::usage_error("seed: " + std::to_string(seeds.size()) + " seeds for " + std::to_string(prompts.size()) +
+                     " prompts (one for all, or one per prompt)");
+  qkv::BatchGenerateResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = qkv::generate_batch(*m.lm, prompts, o, sd);
+  }
+  py::list out;
+  for (size_t b = 0; b < prompts.size(); b++) {
+    py::dict d = result_dict(m, prompts[b], r.seqs[b]);
+    d["batch_tokens_per_second"] = r.tokens_per_second();
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict generate_py(const ModelRef& m, const IdArray& tokens, int max_new_tokens, double temperature, int top_k,
+                     double top_p, uint64_t seed, const HookList& hooks, const SteerList& steer, bool stop_at_eos) {
+  const std::vector<int> prompt = ids_of(tokens, "tokens");
+  const auto by_name = hooks_by_name(m, hooks);
+  qkv::GenerateOptions o = options_of(m, max_new_tokens, temperature, top_k, top_p, seed, steer, stop_at_eos);
+  const qkv::Hooks h = python_hooks(by_name);
+  if (!by_name.empty()) o.hooks = &h;
+  qkv::GenerateResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = qkv::generate(*m.lm, prompt, o);
+  }
+  return result_dict(m, prompt, r);
 }
 
 // One side's texts: a str is tokenized (a BOS the tokenizer adds is left out of the mean), ids are used
@@ -158,6 +227,18 @@ void bind_generate(py::module_& mod, std::function<ModelRef(py::handle)> model_o
       py::arg("top_k"), py::arg("top_p"), py::arg("seed"), py::arg("hooks"), py::arg("steer"),
       py::arg("stop_at_eos"),
       "generate() of the engine (see qkv.Model.generate): a dict like `qkv generate --json`.");
+  mod.def(
+      "generate_batch",
+      [model_of](py::handle model, const IdArray& tokens, const py::object& mask, int max_new_tokens,
+                 double temperature, int top_k, double top_p, const std::vector<uint64_t>& seeds,
+                 const HookList& hooks, const SteerList& steer, bool stop_at_eos) {
+        return generate_batch_py(model_of(model), tokens, mask, max_new_tokens, temperature, top_k, top_p, seeds,
+                                 hooks, steer, stop_at_eos);
+      },
+      py::arg("model"), py::arg("tokens"), py::arg("attention_mask"), py::arg("max_new_tokens"),
+      py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("seeds"), py::arg("hooks"),
+      py::arg("steer"), py::arg("stop_at_eos"),
+      "generate_batch() of the engine (see qkv.Model.generate): ids [B, T] and a mask, one dict per row.");
   mod.def(
       "steering_vector",
       [model_of](py::handle model, const std::string& hook, const py::list& positive,

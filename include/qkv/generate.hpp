@@ -79,6 +79,36 @@ struct GenerateResult {
 // Generates after `prompt` (ids in [0, vocab), 1 <= size). Errors as run()'s, plus the options' checks.
 GenerateResult generate(const Model& m, const std::vector<int>& prompt, const GenerateOptions& opt);
 
+// Batched generation (src/model/generate_batch.cpp): B prompts of any lengths decoded together through one
+// run() with a batch and a K/V cache (RunOptions::batch): the prompts left-padded to the longest (positions
+// from the mask, padding keys never seen), then each step runs the B new rows through one product per
+// weight and attends per sequence over its own cache. Sequence b is sampled as generate() samples it alone
+// (its own std::mt19937_64 seeded with seeds[b], or opt.sampling.seed when `seeds` is empty) and stops on
+// its own (stop id, max_new_tokens, on_batch_token returning false); a stopped sequence stays in the batch
+// until all have stopped (its rows are computed and thrown away). So sequence b gives the tokens
+// generate() gives for it alone, to rounding (the products over B rows and the padded attention sum in a
+// different order). Hooks and steering see every step's arrays with a leading B axis: the prefill's
+// [B, T_longest, …] (padding rows included; their values mean nothing), then [B, 1, …] per step
+// (a pattern [B, H, 1, columns so far], padding columns 0). The longest prompt plus max_new_tokens must fit
+// the context. opt.on_token is not called; on_batch_token(b, id) is.
+struct BatchGenerateResult {
+  std::vector<GenerateResult> seqs;  // per prompt: its new tokens and stop reason (times: the batch's)
+  double prefill_ms = 0;             // the padded prompts' forward and the first tokens' choice
+  double decode_ms = 0;              // the B-row forwards after it and their choices
+  int steps = 0;                     // decoding steps after the prefill
+  // New tokens of all sequences per second of decoding (each sequence's tokens after its first, over
+  // decode seconds; 0 with no decoding step).
+  double tokens_per_second() const;
+};
+BatchGenerateResult generate_batch(const Model& m, const std::vector<std::vector<int>>& prompts,
+                                   const GenerateOptions& opt, const std::vector<uint64_t>& seeds = {},
+                                   const std::function<bool(int b, int id)>& on_batch_token = nullptr);
+
+// The prompts of a padded batch ids [B·T] (mask [B·T] of 1 real / 0 padding, empty: all real): each row's
+// real tokens, which must be one contiguous run (left or right padding). Usage errors naming attention_mask
+// for a mask of the wrong size, a row with no real token, or real tokens with a hole.
+std::vector<std::vector<int>> unpad_batch(const std::vector<int>& ids, int B, const std::vector<uint8_t>& mask);
+
 // The same choice without the cache: every step runs the whole sequence so far through run() (with
 // `hooks`, e.g. steering_hooks, at every position of it) and chooses from its last row; no stop ids.
 // O(n²) — the slow twin that generate()'s tests compare with.

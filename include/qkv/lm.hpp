@@ -104,10 +104,14 @@ struct RunState {
   std::vector<int> pos, seg;  // per row: its position, and where its run of real / padding tokens starts
 };
 
-// Keys (rotated) and values of the positions run so far, per layer [n_kv, cap, dh]: a run with a cache
-// takes only the new tokens, at positions len .. len + T - 1, and attends over everything cached.
+// Keys (rotated) and values of the positions run so far, per layer [B, n_kv, cap, dh] (B = the batch's
+// sequences, 1 without a batch): a run with a cache takes only the new tokens, at columns len .. len + T - 1,
+// and attends over everything cached. pad[b]: how many of sequence b's first columns are padding (a
+// left-padded batch's prefill, RunOptions::attention_mask); its real tokens count positions from there,
+// and no real token ever sees a padding key. A cache holds one batch size from its first run on.
 struct KvCache {
-  int len = 0, cap = 0;
+  int len = 0, cap = 0, batch = 1;
+  std::vector<int> pad;
   std::vector<std::vector<float>> k, v;
   void clear() { *this = KvCache(); }
 };
@@ -120,7 +124,8 @@ struct RunOptions {
   // shows does not depend on which other layers were asked for (`qkv dump --layers`). Off: layers
   // whose scores and pattern nobody hooks run fused (fast; equal to ~1e-7, not bit for bit).
   bool materialise_all = false;
-  KvCache* cache = nullptr;   // extend this cache (incremental decoding); attention is materialised
+  KvCache* cache = nullptr;   // extend this cache (incremental decoding); attention is materialised.
+                              // With a batch too: B sequences decoded together (the batch's padding on the left only)
   // Start at block `start_at_layer` from `resid_pre` [T, d], the residual entering that block (e.g. a
   // previous run's blocks.L.hook_resid_pre): the blocks before it and the embedding are not run. Given
   // the same residual, every later activation is bit-identical to the full run's (patching re-runs only
@@ -130,7 +135,11 @@ struct RunOptions {
   // A batch: ids holds `batch` sequences of ids.size() / batch tokens each ([B, T], row-major), run as
   // one: every weight's product over all B·T rows at once, attention per sequence. 0 (the default): one
   // sequence, hooks shaped without the batch axis. >= 1: every hook's shape leads with B ([B, T, d],
-  // q [B, T, H, dh], pattern [B, H, T, T]); the logits are [B·T, vocab]. Not with a cache or last_only.
+  // q [B, T, H, dh], pattern [B, H, T, T]); the logits are [B·T, vocab] (last_only: [B, vocab], each
+  // sequence's last row). With a cache: the B sequences' cache (KvCache), every product over the B·T new
+  // rows at once (a decoding step of B sequences reads each weight once), attention per sequence over its
+  // own cached keys; padding only on the left (before every real token of the sequence, so in the first
+  // run, e.g. a prefill of prompts of different lengths), and every later run all real.
   int batch = 0;
   // With a batch: which tokens are real (1) and which are padding (0), [B·T]; null: all real. Each
   // sequence's real tokens must be one contiguous run (left or right padding). Positions count from the
@@ -142,7 +151,7 @@ struct RunOptions {
 };
 
 // ids [T] -> logits [T, vocab] (or [1, vocab] with last_only), a reference into st.logits; with
-// RunOptions::batch, ids [B·T] -> logits [B·T, vocab].
+// RunOptions::batch, ids [B·T] -> logits [B·T, vocab] ([B, vocab] with last_only).
 // 1 <= T <= n_ctx, ids in [0, vocab) (qkv::Error, Usage, otherwise).
 const std::vector<float>& run(const Model& model, const std::vector<int>& ids, RunState& st,
                               const RunOptions& opt = {});

@@ -310,15 +310,13 @@ class Model(_WeightsMixin):
 
 
     def generate(self, tokens, max_new_tokens=16, temperature=0.0, top_k=0, top_p=1.0, seed=0, fwd_hooks=(),
-                 steer=(), stop_at_eos=True, pad_id=None, return_dict=False):
+                 steer=(), stop_at_eos=True, pad_id=None, return_dict=False, attention_mask=None):
         """Continues `tokens` through the engine's K/V cache (docs/generate.md): the prompt and the new tokens.
 
-        tokens: a text or ids [T] (or [1, T]); a list of texts / id lists, or ids [B, T], generate each
-        prompt on its own and return a list (with `pad_id`, that id is stripped from both ends of each
-        row first, so a padded batch gives what its unpadded prompts give). temperature 0: greedy (the
-        lowest id among equal maxima); > 0: sampled from softmax(logits / temperature) within the top_k
-        logits (0: all) and the top_p nucleus (1: all), reproducible by seed. The prompt plus
-        max_new_tokens must fit the context. stop_at_eos: stop after the tokenizer's EOS token.
+        tokens: a text or ids [T] (or [1, T]). temperature 0: greedy (the lowest id among equal maxima);
+        > 0: sampled from softmax(logits / temperature) within the top_k logits (0: all) and the top_p
+        nucleus (1: all), reproducible by seed. The prompt plus max_new_tokens must fit the context.
+        stop_at_eos: stop after the tokenizer's EOS token.
         fwd_hooks: [(name, fn), ...] run at EVERY step on that step's activation, fn(activation, name)
         as in run_with_hooks (edit in place or return a replacement); the prefill step sees the prompt's
         rows [T, ...], each later step one row [1, ...] (a pattern [H, 1, positions so far]; ln_final and
@@ -328,27 +326,33 @@ class Model(_WeightsMixin):
         Returns: a text gives that text followed by the new text; ids give int32 [T + new]
         (as TransformerLens's and Hugging Face's generate); return_dict=True gives `qkv generate
         --json`'s dict instead: {"tokens": the new ids, "text", "stop_reason", "prefill_ms",
-        "decode_ms", "tokens_per_second", "prompt_tokens"}."""
-        if isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, _np.integer)):
-            return [self.generate(t, max_new_tokens, temperature, top_k, top_p, seed, fwd_hooks, steer, stop_at_eos,
-                                  pad_id, return_dict) for t in tokens]
-        if not isinstance(tokens, str):
+        "decode_ms", "tokens_per_second", "prompt_tokens"}.
+
+        A batch — a list of texts / id lists, or ids [B, T] with an attention_mask [B, T] (1 real, 0
+        padding; each row's real tokens one run, padded on either side) or a `pad_id` (stripped from both
+        ends of each row) — is generated together: the prompts left-padded into one prefill, then every
+        step decodes the B sequences through one product per weight (docs/generate.md), each sampled and
+        stopped on its own, so each row gives what it gives alone (to rounding). seed: one for all, or a
+        list of one per prompt (sequence b with seed s gives the tokens it gives alone with seed s).
+        Hooks and steering see [B, ...] arrays (the prefill's padded [B, T_longest, ...], then
+        [B, 1, ...]; padding rows and a stopped sequence's rows mean nothing). Returns a list with one
+        result per prompt, as above (ids: the prompt's real tokens followed by the new ones); a dict also
+        has "batch_tokens_per_second", the whole batch's decoding rate."""
+        batch = attention_mask is not None or (
+            isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, _np.integer)))
+        if not batch and not isinstance(tokens, str):
             a = _np.asarray(tokens)
-            if a.ndim == 2 and a.shape[0] != 1:
-                return [self.generate(row, max_new_tokens, temperature, top_k, top_p, seed, fwd_hooks, steer,
-                                      stop_at_eos, pad_id, return_dict) for row in a]
-            if pad_id is not None:
+            batch = a.ndim == 2 and a.shape[0] != 1
+            if not batch and pad_id is not None:
                 a = a.reshape(-1) if a.ndim == 2 else a
                 keep = _np.nonzero(a != pad_id)[0]
                 a = a[keep[0]:keep[-1] + 1] if keep.size else a[:0]
             tokens = a
+        if batch:
+            return self._generate_batch(tokens, attention_mask, pad_id, max_new_tokens, temperature, top_k, top_p,
+                                        seed, fwd_hooks, steer, stop_at_eos, return_dict)
         hooks = _hook_pairs(fwd_hooks)
         ids = _ids(self, tokens)
-        steers = []
-        for s in steer:
-            if not isinstance(s, (tuple, list)) or len(s) != 3:
-                raise _usage("steer: expected (hook, vector, coef) triples, got %r" % (s,))
-            steers.append((str(s[0]), _np.asarray(s[1], dtype=_np.float32).reshape(-1), float(s[2])))
         labels = (self, ids)
 
         def wrap(fn):
@@ -357,12 +361,75 @@ class Model(_WeightsMixin):
             return call
 
         d = _qkv.generate(self._m, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), int(seed),
-                          [(n, wrap(fn)) for n, fn in hooks], steers, bool(stop_at_eos))
+                          [(n, wrap(fn)) for n, fn in hooks], _steer_triples(steer), bool(stop_at_eos))
         if return_dict:
             return d
         if isinstance(tokens, str):
             return tokens + (d["text"] or "")
         return _np.concatenate([ids.astype(_np.int32), d["tokens"]])
+
+    def _generate_batch(self, tokens, attention_mask, pad_id, max_new_tokens, temperature, top_k, top_p, seed,
+                        fwd_hooks, steer, stop_at_eos, return_dict):
+        """generate() of a batch: (ids [B, T], mask) from the texts / id lists or the padded array, one
+        engine call (generate_batch), one result per prompt."""
+        texts = None
+        if isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, _np.integer)):
+            if attention_mask is not None:
+                raise _usage("attention_mask: a list of prompts makes its own; give token ids [B, T] with a mask")
+            texts = [t if isinstance(t, str) else None for t in tokens]
+            seqs = [_ids(self, t) for t in tokens]
+            T = max(len(x) for x in seqs)
+            ids = _np.zeros((len(seqs), T), dtype=_np.int64)
+            mask = _np.zeros((len(seqs), T), dtype=_np.int64)
+            for b, x in enumerate(seqs):
+                ids[b, T - len(x):] = x
+                mask[b, T - len(x):] = 1
+        else:
+            ids = _np.asarray(tokens)
+            if ids.ndim == 1:
+                ids = ids.reshape(1, -1)
+            if ids.ndim != 2 or ids.size == 0:
+                raise _usage("tokens: expected token ids [B, T], got shape %s" % (ids.shape,))
+            if not _np.issubdtype(ids.dtype, _np.integer):
+                raise _usage("tokens: expected integer token ids, got dtype %s" % ids.dtype)
+            mask = attention_mask
+            if mask is None and pad_id is not None:  # the pad id stripped from both ends of each row
+                real = ids != pad_id
+                first = _np.where(real.any(1), real.argmax(1), ids.shape[1])
+                last = ids.shape[1] - real[:, ::-1].argmax(1)
+                col = _np.arange(ids.shape[1])
+                mask = (col >= first[:, None]) & (col < last[:, None])
+        hooks = _hook_pairs(fwd_hooks)
+        seeds = [int(x) for x in seed] if isinstance(seed, (list, tuple, _np.ndarray)) else [int(seed)]
+
+        def wrap(fn):
+            def call(arr, n):
+                return fn(_activation(arr, n, None), n)
+            return call
+
+        ds = _qkv.generate_batch(self._m, _np.ascontiguousarray(ids, dtype=_np.int64), mask, int(max_new_tokens),
+                                 float(temperature), int(top_k), float(top_p), seeds,
+                                 [(n, wrap(fn)) for n, fn in hooks], _steer_triples(steer), bool(stop_at_eos))
+        if return_dict:
+            return ds
+        out = []
+        for b, d in enumerate(ds):
+            if texts is not None and texts[b] is not None:
+                out.append(texts[b] + (d["text"] or ""))
+            else:
+                row = ids[b] if mask is None else ids[b][_np.asarray(mask[b]).astype(bool)]
+                out.append(_np.concatenate([row.astype(_np.int32), d["tokens"]]))
+        return out
+
+
+def _steer_triples(steer):
+    """[(hook, vector, coef), ...] checked (qkv.Error for anything else), vectors as float32 [width]."""
+    steers = []
+    for s in steer:
+        if not isinstance(s, (tuple, list)) or len(s) != 3:
+            raise _usage("steer: expected (hook, vector, coef) triples, got %r" % (s,))
+        steers.append((str(s[0]), _np.asarray(s[1], dtype=_np.float32).reshape(-1), float(s[2])))
+    return steers
 
 
 def _hook_pairs(fwd_hooks):

@@ -131,9 +131,10 @@ Hooks steering_hooks(const Model& m, const std::vector<Steer>& steer, const Hook
   };
   h.fn = [at, steer, inner](const std::string& n, ActView v) {
     if (at.count(n)) {
-      const int64_t rows = v.shape.empty() ? 1 : v.shape[0], w = v.numel() / std::max<int64_t>(rows, 1);
       for (const Steer& s : steer) {
         if (s.hook != n) continue;
+        // every position's row, with or without a leading batch axis (generate_batch)
+        const int64_t w = int64_t(s.vec.size()), rows = v.numel() / w;
         for (int64_t r = 0; r < rows; r++) {
           float* x = v.data + r * w;
           for (int64_t j = 0; j < w; j++) x[j] += s.coef * s.vec[size_t(j)];

@@ -17,6 +17,7 @@
 #include "qkv/rowops.hpp"
 #include "qkv/ops.hpp"
 #include "qkv/profile.hpp"
+#include "kv_batch.hpp"
 
 namespace qkv {
 namespace {
@@ -290,7 +291,7 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
   const float ninf = -std::numeric_limits<float>::infinity();
   const float scale = float(a.attn_scale), cap = float(a.attn_softcap);
   for (int s = 0; s < c.B; s++) {
-    const int* seg = c.padded ? st.seg.data() + size_t(s) * T : nullptr;
+    const int* seg = c.padded ? st.seg.data() + size_t(s) * Tk : nullptr;  // by column (kv_batch.hpp)
     for (int h = 0; h < H; h++) {
       float* Sh = S + (size_t(s) * H + h) * TT;
       gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + s * per + size_t(h) * T * dh, dh,
@@ -301,7 +302,7 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
         const int qi = off + i, n = std::min(Tk, qi + 1);  // the query's position; keys past it are masked
         std::fill(x + n, x + Tk, ninf);
         for (int j = 0; j < n; j++) {
-          if ((w > 0 && qi - j >= w) || (seg && seg[j] != seg[i])) x[j] = ninf;
+          if ((w > 0 && qi - j >= w) || (seg && seg[j] != seg[qi])) x[j] = ninf;
           else if (cap > 0) x[j] = cap * std::tanh(x[j] / cap);
         }
       }
@@ -403,14 +404,9 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   scope.emplace(cache || materialise ? "attention (materialised)" : "attention (flash)");
   if (cache) {
     // Append the new rows' (rotated) keys and values, then attend over everything cached.
-    std::vector<float>& kc = cache->k[size_t(l)];
-    std::vector<float>& vc = cache->v[size_t(l)];
-    const size_t stride = size_t(cache->cap) * dh;
-    for (int g = 0; g < K; g++) {
-      std::copy_n(st.k.data() + size_t(g) * T * dh, size_t(T) * dh, kc.data() + g * stride + size_t(off) * dh);
-      std::copy_n(st.v.data() + size_t(g) * T * dh, size_t(T) * dh, vc.data() + g * stride + size_t(off) * dh);
-    }
-    attention_materialised(c, l, z, kc.data(), vc.data(), stride, off);
+    kv_detail::append(*cache, l, st.k.data(), st.v.data(), c.B, K, T, dh);
+    attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(), size_t(cache->cap) * dh,
+                           off);
   } else if (materialise) {
     attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
   } else {
@@ -586,8 +582,6 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   if (ids.size() % size_t(B))
     usage_error("batch: " + std::to_string(ids.size()) + " token ids do not split into " + std::to_string(B) +
                 " sequences of one length");
-  if (opt.batch > 0 && (opt.cache || opt.last_only))
-    usage_error("batch: a batch runs without a K/V cache and with every row's logits");
   if (opt.attention_mask && opt.batch == 0) usage_error("attention_mask: only with a batch");
   const int T = int(ids.size()) / B, R = int(ids.size()), d = a.d, V = a.vocab_size;
   if (T < 1) usage_error("no tokens: the input is empty");
@@ -602,27 +596,16 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
                   (opt.batch > 0 ? "[" + std::to_string(r / T) + ", " + std::to_string(r % T) + "]" : std::to_string(r)) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
   KvCache* cache = opt.cache;
+  if (cache) kv_detail::reserve(*cache, a, B, T);  // sized for the B sequences (kv_batch.cpp)
   const int off = cache ? cache->len : 0;
-  if (cache) {
-    if (cache->k.size() != size_t(a.n_layer)) {  // first use: size it for this model
-      cache->k.assign(size_t(a.n_layer), {});
-      cache->v.assign(size_t(a.n_layer), {});
-      cache->cap = 0;
-      cache->len = 0;
-    }
-    if (off + T > cache->cap) {  // grow (doubling), keeping what is cached
-      const int cap = std::min(a.n_ctx, std::max(off + T, 2 * cache->cap));
-      for (auto* kv : {&cache->k, &cache->v})
-        for (auto& buf : *kv) {
-          std::vector<float> nb(size_t(a.n_kv) * cap * a.dh, 0.0f);
-          for (int g = 0; g < a.n_kv && cache->cap > 0; g++)
-            std::copy_n(buf.data() + size_t(g) * cache->cap * a.dh, size_t(off) * a.dh, nb.data() + size_t(g) * cap * a.dh);
-          buf.swap(nb);
-        }
-      cache->cap = cap;
-    }
-  }
-  const bool padded = positions(st, opt, B, T, off);
+  std::vector<int> pad;  // the cache's left padding after this run, committed with its length
+  const bool padded = cache ? kv_detail::positions(st, *cache, opt.attention_mask, B, T, pad)
+                            : positions(st, opt, B, T, off);
+  const auto commit = [&] {
+    if (!cache) return;
+    cache->len += T;
+    cache->pad = std::move(pad);
+  };
   const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
   st.T = T;
   st.B = B;
@@ -700,15 +683,19 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     }
     c.maybe(b, "hook_resid_post", x, {T, d});
     if (opt.stop_at_layer == l) {
-      if (cache) cache->len += T;
+      commit();
       st.logits.clear();
       return st.logits;
     }
   }
 
   // logits = norm_f(x) · Wᵀ (lm_head, or the embedding when tied), soft-capped for Gemma 2
-  const int rows = opt.last_only ? 1 : R;
-  float* xf = x + long(R - rows) * d;
+  const int rows = opt.last_only ? B : R;  // last_only: each sequence's last row
+  const float* xf = x + long(R - rows) * d;
+  if (opt.last_only && B > 1) {
+    for (int s = 0; s < B; s++) std::copy_n(x + (long(s) * T + T - 1) * d, d, u + long(s) * d);
+    xf = u;  // normalised in place
+  }
   norm_rows(u, xf, m.lnf_w, m.lnf_b, a, rows, d);
   c.maybe(std::string(), "ln_final.hook_normalized", u, {opt.last_only ? 1 : T, d});
   st.logits.resize(size_t(rows) * V);
@@ -722,7 +709,7 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     for (auto& v : st.logits) v = cap * std::tanh(v / cap);
   }
   c.maybe(std::string(), "logits", st.logits.data(), {opt.last_only ? 1 : T, V});
-  if (cache) cache->len += T;
+  commit();
   return st.logits;
 }
 

@@ -150,8 +150,16 @@ TEST(Batch, BadMasksAreUsageErrors) {
   EXPECT_THROW(run(m, ids, st, o), Error);
   o.batch = 2;
   KvCache cache;
-  o.cache = &cache;
+  o.cache = &cache;  // a batch with a cache pads on the left only (what follows the padding is generated)
+  const std::vector<uint8_t> right = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+  o.attention_mask = &right;
   EXPECT_THROW(run(m, ids, st, o), Error);
+  EXPECT_EQ(cache.len, 0);
+  o.attention_mask = nullptr;
+  run(m, ids, st, o);
+  o.batch = 3;  // the cache holds 2 sequences now
+  EXPECT_THROW(run(m, std::vector<int>(3, 1), st, o), Error);
+  o.batch = 2;
   o.cache = nullptr;
   o.batch = 0;
   o.attention_mask = &holes;

@@ -107,6 +107,65 @@ def test_batches_of_prompts(model):
                                                               model.generate("cd", max_new_tokens=2)]
 
 
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "gpt_neox", "phi3", "gpt_neo"])
+def test_a_batch_equals_each_prompt_alone_on_every_family(family_model, arch):
+    """Prompts of lengths 6, 1, 3 generated as one batch (left-padded, B rows per step) = each alone:
+    greedy, and sampled with a seed per prompt; one engine call whose dicts carry the batch's rate."""
+    m = family_model(arch)
+    V = m.config["vocab_size"]
+    prompts = [[(7 * i + 3) % V for i in range(6)], [11 % V], [(5 * i + 1) % V for i in range(3)]]
+    outs = m.generate(prompts, max_new_tokens=12, stop_at_eos=False)
+    alone = [m.generate(p, max_new_tokens=12, stop_at_eos=False) for p in prompts]
+    assert [list(o) for o in outs] == [list(a) for a in alone]
+    # (Gemma 2's final soft-cap saturates at this init: a continuation may repeat one token)
+    assert len({tuple(o[-12:]) for o in outs}) >= 2, "the continuations should differ"
+    kw = dict(max_new_tokens=12, temperature=1.5, top_k=40, stop_at_eos=False)
+    outs = m.generate(prompts, seed=[3, 4, 3], **kw)
+    assert [list(o) for o in outs] == [list(m.generate(p, seed=s, **kw)) for p, s in zip(prompts, [3, 4, 3])]
+    tokens, mask = m.to_tokens(prompts, padding_side="right")  # right padding is re-laid on the left
+    d = m.generate(tokens, attention_mask=mask, max_new_tokens=12, stop_at_eos=False, return_dict=True)
+    assert [list(x["tokens"]) for x in d] == [list(a[len(p):]) for a, p in zip(alone, prompts)]
+    assert d[0]["batch_tokens_per_second"] > 0 and d[1]["prompt_tokens"] == 1
+
+
+def test_hooks_in_a_batch_see_a_leading_batch_axis(model):
+    prompts = ["abcabc", "hello", "x"]
+    shapes = []
+
+    def record(p, name):
+        shapes.append(p.shape)
+
+    def zero(z, name):
+        z[:, :, 1, :] = 0  # [B, T, H, dh]: head 1 of every sequence
+
+    outs = model.generate(prompts, max_new_tokens=3, fwd_hooks=[("blocks.1.attn.hook_pattern", record)],
+                          stop_at_eos=False)
+    H, T = model.config["H"], max(len(model.tokenize(p)) for p in prompts)
+    assert shapes == [(3, H, T, T), (3, H, 1, T + 1), (3, H, 1, T + 2)]
+    assert outs == [model.generate(p, max_new_tokens=3, stop_at_eos=False) for p in prompts]
+    zeroed = model.generate(prompts, max_new_tokens=8, fwd_hooks=[("blocks.1.attn.hook_z", zero)])
+    def zero_one(z, name):
+        z[:, 1, :] = 0  # [T, H, dh]
+
+    assert zeroed == [model.generate(p, max_new_tokens=8, fwd_hooks=[("blocks.1.attn.hook_z", zero_one)]) for p in prompts]
+    assert zeroed != model.generate(prompts, max_new_tokens=8), "zeroing the head changed nothing"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tokens=np.ones((2, 3), np.int64), attention_mask=np.ones((2, 4))), "attention_mask: shape"),
+    (dict(tokens=np.ones((2, 3), np.int64), attention_mask=[[1, 1, 1], [0, 0, 0]]), "sequence 1 has no real token"),
+    (dict(tokens=np.ones((2, 3), np.int64), attention_mask=[[1, 0, 1], [1, 1, 1]]), "one contiguous run"),
+    (dict(tokens=np.ones((2, 3), np.int64), pad_id=1), "sequence 0 has no real token"),
+    (dict(tokens=[[1] * 100, [2, 3]], max_new_tokens=40), "longest prompt is 100 tokens"),
+    (dict(tokens=[[1, 2], [3]], seed=[1, 2, 3]), "3 seeds for 2 prompts"),
+    (dict(tokens=[[1, 2], [3, 99999]]), "outside the vocabulary"),
+])
+def test_bad_batches_are_a_qkv_error(model, kwargs, match):
+    kwargs = dict(kwargs)
+    with pytest.raises(qkv.Error, match=match):
+        model.generate(kwargs.pop("tokens"), **kwargs)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(max_new_tokens=200), "context is 128"),
     (dict(max_new_tokens=0), "--max-new-tokens"),
