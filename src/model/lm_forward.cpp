@@ -67,43 +67,33 @@ void grow(std::vector<float>& b, size_t n) {
 }
 
 // y [N, d] = norm(x [N, d]) as the Arch says. torch (LayerNorm): F.layer_norm(x, (d,), w, b, eps);
-// (RMSNorm): x * rsqrt(mean(x²) + eps) * w; (Gemma): … * (1 + w).
+// (RMSNorm): x * rsqrt(mean(x²) + eps) * w; (Gemma): … * (1 + w). RMSNorm runs in rowops.hpp's vector rows
+// (the ISA path in use).
 void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const Arch& a, int N, int d) {
   std::vector<float> ws, bs;
   const float* W = w.f32(0, d, ws);
-  const float* B = b.present() ? b.f32(0, d, bs) : nullptr;
   const float eps = float(a.norm_eps);
-  const NormKind kind = a.norm;
+  if (a.norm != NormKind::LayerNorm) {
+    rmsnorm_rows(y, x, W, N, d, eps, a.norm == NormKind::RMSNormPlusOne);
+    return;
+  }
+  const float* B = b.present() ? b.f32(0, d, bs) : nullptr;
 #pragma omp parallel for schedule(static) if (long(N) * d >= kParallelElems)
   for (int i = 0; i < N; i++) {
     const float* xi = x + long(i) * d;
     float* yi = y + long(i) * d;
-    if (kind == NormKind::LayerNorm) {
-      // The same loops as ops.hpp's layernorm_forward, so GPT-2's trace is bit-identical to the training forward's.
-      float mu = 0;
-      for (int j = 0; j < d; j++) mu += xi[j];
-      mu /= float(d);
-      float var = 0;
-      for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
-      var /= float(d);
-      const float r = 1.0f / std::sqrt(var + eps);
-      if (B) {
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
-      } else {
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
-      }
+    // The same loops as ops.hpp's layernorm_forward, so GPT-2's trace is bit-identical to the training forward's.
+    float mu = 0;
+    for (int j = 0; j < d; j++) mu += xi[j];
+    mu /= float(d);
+    float var = 0;
+    for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
+    var /= float(d);
+    const float r = 1.0f / std::sqrt(var + eps);
+    if (B) {
+      for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
     } else {
-      float ss = 0;
-#pragma omp simd reduction(+ : ss)
-      for (int j = 0; j < d; j++) ss += xi[j] * xi[j];
-      const float r = 1.0f / std::sqrt(ss / float(d) + eps);
-      if (kind == NormKind::RMSNorm) {
-#pragma omp simd
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * W[j];
-      } else {
-#pragma omp simd
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * (1.0f + W[j]);
-      }
+      for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
     }
   }
 }
@@ -255,23 +245,10 @@ void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float
 }
 
 // x [H, T, dh] rotated in place, row t to position pos[t] (the tables' row): pairs (i, i + r/2)
-// (rotate_half) or (2i, 2i + 1); dims >= r untouched. torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
+// (rotate_half) or (2i, 2i + 1); dims >= r untouched (rowops.hpp's vector rows).
+// torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
 void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, const float* sn, const int* pos) {
-  const int half = a.rotary_dim / 2;
-  const bool adjacent = a.pairing == RotaryPairing::Adjacent;
-#pragma omp parallel for schedule(static) if (long(H) * T * dh >= kParallelElems)
-  for (long ht = 0; ht < long(H) * T; ht++) {
-    const int t = pos[ht % T];
-    float* p = x + ht * dh;
-    const float* c = cs + long(t) * half;
-    const float* s = sn + long(t) * half;
-    for (int i = 0; i < half; i++) {
-      const int i0 = adjacent ? 2 * i : i, i1 = adjacent ? 2 * i + 1 : i + half;
-      const float x0 = p[i0], x1 = p[i1];
-      p[i0] = x0 * c[i] - x1 * s[i];
-      p[i1] = x1 * c[i] + x0 * s[i];
-    }
-  }
+  rotary_rows(x, H, T, dh, a.rotary_dim, a.pairing == RotaryPairing::Adjacent, cs, sn, pos);
 }
 
 // Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps,
@@ -466,27 +443,9 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
       g = st.g.data(), ldg = ff;
     }
     // h ·= act(g), both activations written as g / (1 + e^{-s}) (silu: s = g; gelu_tanh: s = 2·√(2/π)(g +
-    // 0.044715 g³)), the exponent capped at 88 where the result is 0 to float precision; the exp is the
-    // attention kernels' vectorised one (< 2e-7 relative) on AVX2/AVX-512, std::exp on the portable path.
-    const bool swiglu = a.mlp == MlpKind::SwiGLU;
-#pragma omp parallel for schedule(static) if (n >= kParallelElems)
-    for (int t = 0; t < T; t++) {
-      constexpr int kC = 256;
-      alignas(64) float e[kC];
-      const float* gt = g + long(t) * ldg;
-      float* ht = h + long(t) * ff;
-      for (int j0 = 0; j0 < ff; j0 += kC) {
-        const int mc = std::min(kC, ff - j0);
-        for (int j = 0; j < mc; j++) {
-          const float gv = gt[j0 + j];
-          const float s = swiglu ? -gv : -2.0f * (0.7978845608028654f * (gv + 0.044715f * gv * gv * gv));
-          e[j] = s < 88.0f ? s : 88.0f;
-        }
-        if (!flash_detail::vexp(e, e, mc))
-          for (int j = 0; j < mc; j++) e[j] = std::exp(e[j]);
-        for (int j = 0; j < mc; j++) ht[j0 + j] *= gt[j0 + j] / (1.0f + e[j]);
-      }
-    }
+    // 0.044715 g³)), the exponent capped at 88 where the result is 0 to float precision: rowops.hpp's
+    // vector rows on AVX2/AVX-512 (the attention kernels' exp, < 2e-7 relative), std::exp on the portable path.
+    gated_rows(h, g, ldg, T, ff, a.mlp == MlpKind::SwiGLU ? GateAct::Silu : GateAct::GeluTanh);
   }
   linear(out, d, h, T, w.w_down, &w.b_down, st.k);
 }
