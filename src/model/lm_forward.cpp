@@ -39,6 +39,10 @@ struct Ctx {
   int B = 1;             // sequences, run as B·T rows
   bool batched = false;  // hooks lead with B (RunOptions::batch)
   bool padded = false;   // some sequence has padding: attention keeps to each run of st.seg
+  // The rotation tables' cos and sin [off + T, r/2] (rope_tables), made once per run for every layer
+  // (computed per layer, the double cos/sin cost about 1 % of a 512-token prefill).
+  const std::vector<float>* rope_cs = nullptr;
+  const std::vector<float>* rope_sn = nullptr;
   int R() const { return B * T; }
   // A hook's shape: the per-sequence dims, with B in front for a batch.
   std::vector<int64_t> shape(std::initializer_list<int64_t> dims) const {
@@ -122,7 +126,7 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 }
 
 // Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
-// kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but at most 2 MiB (fewer rows
+// about kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but about 2 MiB at most (fewer rows
 // for wide inputs: MLP down projections; each thread holds one panel, which counts in the RSS bound of
 // tests/cli/memory_test.sh), and at least 16, with the vector
 // decoders of the ISA in use (io/qpanel.hpp) into its own buffer and multiplies it by x single-threaded
@@ -132,26 +136,34 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 constexpr int64_t kPanelFloats = int64_t(1) << 18;
 constexpr int kPanelRows = 256;
 
+// Panel p of `panels` covers rows [panel_start(p), panel_start(p + 1)): equal shares cut at multiples of 16.
+int panel_start(int out, int panels, int p) {
+  return p >= panels ? out : int(int64_t(out) * p / panels / 16 * 16);
+}
+
 bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, float beta) {
   const auto t = fused_type(W);
   if (!t || W.type == WeightType::F32) return false;
   const int in = int(W.shape[1]), out = int(W.shape[0]);
   if (in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;  // W.f32's path names the error
   const int team = omp_get_level() == 0 ? gemm_threads() : 1;
-  // kPanelRows rows within 2 MiB (each panel repacks x in BLIS: fewer, larger panels repack it less), at
-  // most an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
-  const int share = (out + team - 1) / team;
+  // Panels of at most `wide` rows (kPanelRows within 2 MiB: each panel repacks x in BLIS, so fewer, larger
+  // panels repack it less), as many as a multiple of the team so that each thread gets the same rows (11
+  // panels of 256 rows of a 2816-row gate projection left one of 2 threads idle for a twelfth of it), at
+  // least 16 rows each (a panel is at most ceil(out / panels) + 15 rows: up to 15 rows past `wide`).
   const int64_t wide = std::min<int64_t>(std::max<int64_t>(kPanelRows, kPanelFloats / in), 2 * kPanelFloats / in);
-  const int rows = std::max(16, std::min(int(wide) / 16 * 16, (share + 15) / 16 * 16));
-  const int panels = (out + rows - 1) / rows;
+  const int per_thread = int((out + team * wide - 1) / (team * wide));
+  const int panels = std::max(1, std::min(team * per_thread, out / 16));
+  int most = 0;
+  for (int p = 0; p < panels; ++p) most = std::max(most, panel_start(out, panels, p + 1) - panel_start(out, panels, p));
   const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
   {
     static thread_local std::vector<float> panel;
-    if (panel.size() < size_t(rows) * in) panel.resize(size_t(rows) * in);
+    if (panel.size() < size_t(most) * in) panel.resize(size_t(most) * in);
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < panels; ++p) {
-      const int r0 = p * rows, n = std::min(rows, out - r0);
+      const int r0 = panel_start(out, panels, p), n = panel_start(out, panels, p + 1) - r0;
       io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel.data());
       gemm<float>(false, true, N, n, in, 1.0f, x, in, panel.data(), in, beta, y + r0, ldy);
     }
@@ -359,12 +371,11 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1 (st.pos)
   if (a.rotary()) {
     scope.emplace("rotary");
-    std::vector<float> cs, sn;
-    rope_tables(a, off + T, cs, sn);
+    const float *cs = c.rope_cs->data(), *sn = c.rope_sn->data();
     for (int s = 0; s < c.B; s++) {
       const int* pos = st.pos.data() + size_t(s) * T;
-      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs.data(), sn.data(), pos);
-      rope_apply(st.k.data() + s * ks, K, T, dh, a, cs.data(), sn.data(), pos);
+      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs, sn, pos);
+      rope_apply(st.k.data() + s * ks, K, T, dh, a, cs, sn, pos);
     }
     scope.reset();
     hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
@@ -582,7 +593,10 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     }
   }
   const bool padded = positions(st, opt, B, T, off);
-  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
+  Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
+  std::vector<float> rope_cs, rope_sn;  // once for every layer
+  if (a.rotary()) rope_tables(a, off + T, rope_cs, rope_sn);
+  c.rope_cs = &rope_cs, c.rope_sn = &rope_sn;
   st.T = T;
   st.B = B;
   const size_t Td = size_t(R) * d;
