@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -159,13 +160,15 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
   const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
   {
-    static thread_local std::vector<float> panel;
-    if (panel.size() < size_t(most) * in) panel.resize(size_t(most) * in);
+    // 64-byte aligned: the half decoders then write each row's tiles in place (io/qpanel.hpp)
+    static thread_local std::vector<float> buf;
+    if (buf.size() < size_t(most) * in + 16) buf.resize(size_t(most) * in + 16);
+    float* panel = buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < panels; ++p) {
       const int r0 = panel_start(out, panels, p), n = panel_start(out, panels, p + 1) - r0;
-      io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel.data());
-      gemm<float>(false, true, N, n, in, 1.0f, x, in, panel.data(), in, beta, y + r0, ldy);
+      io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel);
+      gemm<float>(false, true, N, n, in, 1.0f, x, in, panel, in, beta, y + r0, ldy);
     }
   }
   return true;
