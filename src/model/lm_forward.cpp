@@ -224,10 +224,12 @@ void to_heads(float* dst, const float* src, int rows, int ld, int H, int dh, Col
     for (int h = 0; h < H; h++) std::copy_n(src + long(t) * ld + col(h), dh, dst + (long(h) * rows + t) * dh);
 }
 
-// [H, T, dh] <-> [T, H, dh] (TransformerLens's layout), for hooks on q, k, v.
+// [H, T, dh] <-> [T, H, dh] (TransformerLens's layout), for hooks on q, k, v, and z into W_O's rows
+// (rows to the threads when there are enough: it runs on every block's z).
 void heads_to_rows(float* dst, const float* src, int H, int T, int dh) {
-  for (int h = 0; h < H; h++)
-    for (int t = 0; t < T; t++) std::copy_n(src + (long(h) * T + t) * dh, dh, dst + (long(t) * H + h) * dh);
+#pragma omp parallel for schedule(static) if (long(T) * H * dh >= kParallelElems)
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) std::copy_n(src + (long(h) * T + t) * dh, dh, dst + (long(t) * H + h) * dh);
 }
 void rows_to_heads(float* dst, const float* src, int H, int T, int dh) {
   for (int h = 0; h < H; h++)
