@@ -1,8 +1,9 @@
 // Rows of a ggml weight expanded to float32 (qpanel.hpp) with the fused kernels' decoders
 // (qblock_decode*.hpp, the arithmetic of dequantize_row: every value bit-identical to it): a tile of at most
-// kTile values at a time, decoded in L1 and stored into the panel. The includer defines QKV_SIMD, includes
-// the ISA's decoders and defines `Store` (acc(ja, wa, jb, wb): stores the ISA's vectors at tile + ja, + jb).
+// kTile values at a time, decoded into the panel. The includer defines QKV_SIMD, includes the ISA's decoders
+// and defines `Store` (acc(ja, wa, jb, wb): stores the ISA's vectors, unaligned, at tile + ja, + jb).
 #pragma once
+#include <cstdint>
 #include <cstring>
 
 #include "io/qblock_decode.hpp"
@@ -11,6 +12,10 @@
 namespace qkv::io::qdetail {
 namespace {
 
+// Each tile is decoded straight into the panel: the vector decoders' Store writes unaligned, and a tile
+// decoder (F16, BF16, the plain ones) writes its tile there when that is 64-byte aligned (its aligned
+// stores; rows of a 64-byte-aligned panel with K a multiple of 16 always are). Else, and for F32 (whose
+// decoder returns the row itself), through the L1 tile and a copy.
 template <class Dec, class Store>
 QKV_SIMD void panel_rows(const unsigned char* W, int r0, int r1, int K, float* out) {
   const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
@@ -20,12 +25,14 @@ QKV_SIMD void panel_rows(const unsigned char* W, int r0, int r1, int K, float* o
     float* o = out + std::size_t(r - r0) * K;
     for (int k0 = 0; k0 < K; k0 += kTile) {
       const int L = std::min(kTile, K - k0);
+      float* dst = o + k0;
       if constexpr (requires { Dec::kDirect; }) {
-        Store st{tile};
+        Store st{dst};
         Dec::visit(row, k0, L, st);
-        std::memcpy(o + k0, tile, std::size_t(L) * 4);
       } else {
-        std::memcpy(o + k0, Dec::run(row, k0, L, tile), std::size_t(L) * 4);
+        const bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
+        const float* got = Dec::run(row, k0, L, aligned ? dst : tile);
+        if (got != dst) std::memcpy(dst, got, std::size_t(L) * 4);
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -40,6 +41,10 @@ struct Ctx {
   int B = 1;             // sequences, run as B·T rows
   bool batched = false;  // hooks lead with B (RunOptions::batch)
   bool padded = false;   // some sequence has padding: attention keeps to each run of st.seg
+  // The rotation tables' cos and sin [off + T, r/2] (rope_tables), made once per run for every layer
+  // (computed per layer, the double cos/sin cost about 1 % of a 512-token prefill).
+  const std::vector<float>* rope_cs = nullptr;
+  const std::vector<float>* rope_sn = nullptr;
   int R() const { return B * T; }
   // A hook's shape: the per-sequence dims, with B in front for a batch.
   std::vector<int64_t> shape(std::initializer_list<int64_t> dims) const {
@@ -68,43 +73,33 @@ void grow(std::vector<float>& b, size_t n) {
 }
 
 // y [N, d] = norm(x [N, d]) as the Arch says. torch (LayerNorm): F.layer_norm(x, (d,), w, b, eps);
-// (RMSNorm): x * rsqrt(mean(x²) + eps) * w; (Gemma): … * (1 + w).
+// (RMSNorm): x * rsqrt(mean(x²) + eps) * w; (Gemma): … * (1 + w). RMSNorm runs in rowops.hpp's vector rows
+// (the ISA path in use).
 void norm_rows(float* y, const float* x, const Weight& w, const Weight& b, const Arch& a, int N, int d) {
   std::vector<float> ws, bs;
   const float* W = w.f32(0, d, ws);
-  const float* B = b.present() ? b.f32(0, d, bs) : nullptr;
   const float eps = float(a.norm_eps);
-  const NormKind kind = a.norm;
+  if (a.norm != NormKind::LayerNorm) {
+    rmsnorm_rows(y, x, W, N, d, eps, a.norm == NormKind::RMSNormPlusOne);
+    return;
+  }
+  const float* B = b.present() ? b.f32(0, d, bs) : nullptr;
 #pragma omp parallel for schedule(static) if (long(N) * d >= kParallelElems)
   for (int i = 0; i < N; i++) {
     const float* xi = x + long(i) * d;
     float* yi = y + long(i) * d;
-    if (kind == NormKind::LayerNorm) {
-      // The same loops as ops.hpp's layernorm_forward, so GPT-2's trace is bit-identical to the training forward's.
-      float mu = 0;
-      for (int j = 0; j < d; j++) mu += xi[j];
-      mu /= float(d);
-      float var = 0;
-      for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
-      var /= float(d);
-      const float r = 1.0f / std::sqrt(var + eps);
-      if (B) {
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
-      } else {
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
-      }
+    // The same loops as ops.hpp's layernorm_forward, so GPT-2's trace is bit-identical to the training forward's.
+    float mu = 0;
+    for (int j = 0; j < d; j++) mu += xi[j];
+    mu /= float(d);
+    float var = 0;
+    for (int j = 0; j < d; j++) var += (xi[j] - mu) * (xi[j] - mu);
+    var /= float(d);
+    const float r = 1.0f / std::sqrt(var + eps);
+    if (B) {
+      for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j] + B[j];
     } else {
-      float ss = 0;
-#pragma omp simd reduction(+ : ss)
-      for (int j = 0; j < d; j++) ss += xi[j] * xi[j];
-      const float r = 1.0f / std::sqrt(ss / float(d) + eps);
-      if (kind == NormKind::RMSNorm) {
-#pragma omp simd
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * W[j];
-      } else {
-#pragma omp simd
-        for (int j = 0; j < d; j++) yi[j] = (xi[j] * r) * (1.0f + W[j]);
-      }
+      for (int j = 0; j < d; j++) yi[j] = (xi[j] - mu) * r * W[j];
     }
   }
 }
@@ -133,7 +128,7 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 }
 
 // Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
-// kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but at most 2 MiB (fewer rows
+// about kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but about 2 MiB at most (fewer rows
 // for wide inputs: MLP down projections; each thread holds one panel, which counts in the RSS bound of
 // tests/cli/memory_test.sh), and at least 16, with the vector
 // decoders of the ISA in use (io/qpanel.hpp) into its own buffer and multiplies it by x single-threaded
@@ -143,28 +138,38 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
 constexpr int64_t kPanelFloats = int64_t(1) << 18;
 constexpr int kPanelRows = 256;
 
+// Panel p of `panels` covers rows [panel_start(p), panel_start(p + 1)): equal shares cut at multiples of 16.
+int panel_start(int out, int panels, int p) {
+  return p >= panels ? out : int(int64_t(out) * p / panels / 16 * 16);
+}
+
 bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, float beta) {
   const auto t = fused_type(W);
   if (!t || W.type == WeightType::F32) return false;
   const int in = int(W.shape[1]), out = int(W.shape[0]);
   if (in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;  // W.f32's path names the error
   const int team = omp_get_level() == 0 ? gemm_threads() : 1;
-  // kPanelRows rows within 2 MiB (each panel repacks x in BLIS: fewer, larger panels repack it less), at
-  // most an equal share per thread (GQA's K and V projections have few rows), a multiple of 16
-  const int share = (out + team - 1) / team;
+  // Panels of at most `wide` rows (kPanelRows within 2 MiB: each panel repacks x in BLIS, so fewer, larger
+  // panels repack it less), as many as a multiple of the team so that each thread gets the same rows (11
+  // panels of 256 rows of a 2816-row gate projection left one of 2 threads idle for a twelfth of it), at
+  // least 16 rows each (a panel is at most ceil(out / panels) + 15 rows: up to 15 rows past `wide`).
   const int64_t wide = std::min<int64_t>(std::max<int64_t>(kPanelRows, kPanelFloats / in), 2 * kPanelFloats / in);
-  const int rows = std::max(16, std::min(int(wide) / 16 * 16, (share + 15) / 16 * 16));
-  const int panels = (out + rows - 1) / rows;
+  const int per_thread = int((out + team * wide - 1) / (team * wide));
+  const int panels = std::max(1, std::min(team * per_thread, out / 16));
+  int most = 0;
+  for (int p = 0; p < panels; ++p) most = std::max(most, panel_start(out, panels, p + 1) - panel_start(out, panels, p));
   const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
   {
-    static thread_local std::vector<float> panel;
-    if (panel.size() < size_t(rows) * in) panel.resize(size_t(rows) * in);
+    // 64-byte aligned: the half decoders then write each row's tiles in place (io/qpanel.hpp)
+    static thread_local std::vector<float> buf;
+    if (buf.size() < size_t(most) * in + 16) buf.resize(size_t(most) * in + 16);
+    float* panel = buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < panels; ++p) {
-      const int r0 = p * rows, n = std::min(rows, out - r0);
-      io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel.data());
-      gemm<float>(false, true, N, n, in, 1.0f, x, in, panel.data(), in, beta, y + r0, ldy);
+      const int r0 = panel_start(out, panels, p), n = panel_start(out, panels, p + 1) - r0;
+      io::dequantize_panel(*t, W.data, r0, r0 + n, in, panel);
+      gemm<float>(false, true, N, n, in, 1.0f, x, in, panel, in, beta, y + r0, ldy);
     }
   }
   return true;
@@ -220,10 +225,12 @@ void to_heads(float* dst, const float* src, int rows, int ld, int H, int dh, Col
     for (int h = 0; h < H; h++) std::copy_n(src + long(t) * ld + col(h), dh, dst + (long(h) * rows + t) * dh);
 }
 
-// [H, T, dh] <-> [T, H, dh] (TransformerLens's layout), for hooks on q, k, v.
+// [H, T, dh] <-> [T, H, dh] (TransformerLens's layout), for hooks on q, k, v, and z into W_O's rows
+// (rows to the threads when there are enough: it runs on every block's z).
 void heads_to_rows(float* dst, const float* src, int H, int T, int dh) {
-  for (int h = 0; h < H; h++)
-    for (int t = 0; t < T; t++) std::copy_n(src + (long(h) * T + t) * dh, dh, dst + (long(t) * H + h) * dh);
+#pragma omp parallel for schedule(static) if (long(T) * H * dh >= kParallelElems)
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) std::copy_n(src + (long(h) * T + t) * dh, dh, dst + (long(t) * H + h) * dh);
 }
 void rows_to_heads(float* dst, const float* src, int H, int T, int dh) {
   for (int h = 0; h < H; h++)
@@ -256,23 +263,10 @@ void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float
 }
 
 // x [H, T, dh] rotated in place, row t to position pos[t] (the tables' row): pairs (i, i + r/2)
-// (rotate_half) or (2i, 2i + 1); dims >= r untouched. torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
+// (rotate_half) or (2i, 2i + 1); dims >= r untouched (rowops.hpp's vector rows).
+// torch (half): x[..., :r] * cos + rotate_half(x[..., :r]) * sin
 void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, const float* sn, const int* pos) {
-  const int half = a.rotary_dim / 2;
-  const bool adjacent = a.pairing == RotaryPairing::Adjacent;
-#pragma omp parallel for schedule(static) if (long(H) * T * dh >= kParallelElems)
-  for (long ht = 0; ht < long(H) * T; ht++) {
-    const int t = pos[ht % T];
-    float* p = x + ht * dh;
-    const float* c = cs + long(t) * half;
-    const float* s = sn + long(t) * half;
-    for (int i = 0; i < half; i++) {
-      const int i0 = adjacent ? 2 * i : i, i1 = adjacent ? 2 * i + 1 : i + half;
-      const float x0 = p[i0], x1 = p[i1];
-      p[i0] = x0 * c[i] - x1 * s[i];
-      p[i1] = x1 * c[i] + x0 * s[i];
-    }
-  }
+  rotary_rows(x, H, T, dh, a.rotary_dim, a.pairing == RotaryPairing::Adjacent, cs, sn, pos);
 }
 
 // Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps,
@@ -383,12 +377,11 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int off = cache ? cache->len : 0;  // positions of the new rows: off .. off + T - 1 (st.pos)
   if (a.rotary()) {
     scope.emplace("rotary");
-    std::vector<float> cs, sn;
-    rope_tables(a, off + T, cs, sn);
+    const float *cs = c.rope_cs->data(), *sn = c.rope_sn->data();
     for (int s = 0; s < c.B; s++) {
       const int* pos = st.pos.data() + size_t(s) * T;
-      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs.data(), sn.data(), pos);
-      rope_apply(st.k.data() + s * ks, K, T, dh, a, cs.data(), sn.data(), pos);
+      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs, sn, pos);
+      rope_apply(st.k.data() + s * ks, K, T, dh, a, cs, sn, pos);
     }
     scope.reset();
     hook_heads(c, b, "hook_rot_q", st.q.data(), H, dh);
@@ -462,27 +455,9 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
       g = st.g.data(), ldg = ff;
     }
     // h ·= act(g), both activations written as g / (1 + e^{-s}) (silu: s = g; gelu_tanh: s = 2·√(2/π)(g +
-    // 0.044715 g³)), the exponent capped at 88 where the result is 0 to float precision; the exp is the
-    // attention kernels' vectorised one (< 2e-7 relative) on AVX2/AVX-512, std::exp on the portable path.
-    const bool swiglu = a.mlp == MlpKind::SwiGLU;
-#pragma omp parallel for schedule(static) if (n >= kParallelElems)
-    for (int t = 0; t < T; t++) {
-      constexpr int kC = 256;
-      alignas(64) float e[kC];
-      const float* gt = g + long(t) * ldg;
-      float* ht = h + long(t) * ff;
-      for (int j0 = 0; j0 < ff; j0 += kC) {
-        const int mc = std::min(kC, ff - j0);
-        for (int j = 0; j < mc; j++) {
-          const float gv = gt[j0 + j];
-          const float s = swiglu ? -gv : -2.0f * (0.7978845608028654f * (gv + 0.044715f * gv * gv * gv));
-          e[j] = s < 88.0f ? s : 88.0f;
-        }
-        if (!flash_detail::vexp(e, e, mc))
-          for (int j = 0; j < mc; j++) e[j] = std::exp(e[j]);
-        for (int j = 0; j < mc; j++) ht[j0 + j] *= gt[j0 + j] / (1.0f + e[j]);
-      }
-    }
+    // 0.044715 g³)), the exponent capped at 88 where the result is 0 to float precision: rowops.hpp's
+    // vector rows on AVX2/AVX-512 (the attention kernels' exp, < 2e-7 relative), std::exp on the portable path.
+    gated_rows(h, g, ldg, T, ff, a.mlp == MlpKind::SwiGLU ? GateAct::Silu : GateAct::GeluTanh);
   }
   linear(out, d, h, T, w.w_down, &w.b_down, st.k);
 }
@@ -606,7 +581,10 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     cache->len += T;
     cache->pad = std::move(pad);
   };
-  const Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
+  Ctx c{m, a, st, opt.hooks, T, opt.materialise_all, cache, B, opt.batch > 0, padded};
+  std::vector<float> rope_cs, rope_sn;  // once for every layer
+  if (a.rotary()) rope_tables(a, off + T, rope_cs, rope_sn);
+  c.rope_cs = &rope_cs, c.rope_sn = &rope_sn;
   st.T = T;
   st.B = B;
   const size_t Td = size_t(R) * d;

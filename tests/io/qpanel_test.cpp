@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +33,7 @@ TEST(QPanel, BitIdenticalToDequantizeValueOnEveryPath) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kTypes) {
     const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
-    for (int K : bs == 1 ? std::vector<int>{1, 7, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs}) {
+    for (int K : bs == 1 ? std::vector<int>{1, 7, 256, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs}) {
       const int N = 13;
       std::vector<float> w(std::size_t(N) * K);
       for (auto& v : w) v = g(rng);
@@ -41,9 +43,11 @@ TEST(QPanel, BitIdenticalToDequantizeValueOnEveryPath) {
       for (FlashPath p : {FlashPath::Portable, FlashPath::Avx2, FlashPath::Avx512, FlashPath::Neon}) {
         if (!qkv::flash_path_supported(p)) continue;
         PathGuard guard(p);
-        for (auto [r0, r1] : {std::pair{0, N}, std::pair{3, 4}, std::pair{5, 13}}) {
-          std::vector<float> out(std::size_t(r1 - r0) * K, -7.0f);
-          qkv::io::dequantize_panel(t, q.data(), r0, r1, K, out.data());
+        // a 64-byte-aligned panel (decoded in place) and one a float off (through the tile)
+        for (auto [r0, r1, shift] : {std::tuple{0, N, 0}, std::tuple{0, N, 1}, std::tuple{3, 4, 0}, std::tuple{5, 13, 1}}) {
+          std::vector<float> buf(std::size_t(r1 - r0) * K + 17, -7.0f);
+          float* out = buf.data() + (16 - (reinterpret_cast<std::uintptr_t>(buf.data()) % 64) / 4) % 16 + shift;
+          qkv::io::dequantize_panel(t, q.data(), r0, r1, K, out);
           for (int r = r0; r < r1; ++r)
             for (int k = 0; k < K; ++k) {
               const float want = qkv::io::dequantize_value(t, q.data() + rb * r, k);

@@ -21,6 +21,13 @@ namespace fs = std::filesystem;
 namespace qkv {
 namespace {
 
+// Options with only a token budget (no steering, default sampling).
+GenerateOptions unsteered(int n) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  return o;
+}
+
 // generate_test.cpp's tiny checkpoint: spread logits so that an argmax is not a near-tie.
 Model tiny(const std::string& type, uint64_t seed = 21) {
   nlohmann::json cfg = default_config(type, "tiny");
@@ -143,7 +150,9 @@ TEST(GenerateBatch, HooksAndSteeringSeeALeadingBatchAxis) {
         for (int64_t j = 0; j < Tk; j++) {
           const float p = v.data[(b * H + 0) * Tk + j];
           sum += p;
-          if (j < padding) EXPECT_EQ(p, 0.0f) << "sequence " << b << " sees padding key " << j;
+          if (j < padding) {
+            EXPECT_EQ(p, 0.0f) << "sequence " << b << " sees padding key " << j;
+          }
         }
         EXPECT_NEAR(sum, 1.0, 1e-5);
       }
@@ -162,7 +171,7 @@ TEST(GenerateBatch, HooksAndSteeringSeeALeadingBatchAxis) {
   st.steer = {s};
   const BatchGenerateResult r = generate_batch(m, prompts, st);
   for (size_t b = 0; b < prompts.size(); b++) EXPECT_EQ(r.seqs[b].tokens, generate(m, prompts[b], st).tokens);
-  EXPECT_NE(r.seqs[0].tokens, generate(m, prompts[0], GenerateOptions{12}).tokens) << "the steering changed nothing";
+  EXPECT_NE(r.seqs[0].tokens, generate(m, prompts[0], unsteered(12)).tokens) << "the steering changed nothing";
 }
 
 TEST(GenerateBatch, BadBatchesAreUsageErrors) {

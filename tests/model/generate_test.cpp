@@ -22,6 +22,13 @@ namespace fs = std::filesystem;
 namespace qkv {
 namespace {
 
+// Options with only a token budget (no steering, default sampling).
+GenerateOptions unsteered(int n) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  return o;
+}
+
 // A tiny random checkpoint of the family, with larger weights than the default so that the logits are
 // spread (Gemma 2's less: its final soft-cap would saturate many logits at once, ties the argmax breaks
 // alike with and without the cache, a continuation that repeats one token).
@@ -149,7 +156,7 @@ TEST(Generate, SteeringEqualsAddingTheVectorByHand) {
     EXPECT_EQ(calls, 24) << "the prefill and 23 one-token steps";
     const Hooks sh = steering_hooks(m, {s}, nullptr);
     EXPECT_EQ(generate_uncached(m, prompt, 24, {}, &sh), a.tokens);
-    EXPECT_NE(generate(m, prompt, GenerateOptions{24}).tokens, a.tokens) << "the steering changed nothing";
+    EXPECT_NE(generate(m, prompt, unsteered(24)).tokens, a.tokens) << "the steering changed nothing";
     // one forward: bit for bit the hand-added one
     RunState s1, s2;
     RunOptions o1, o2;

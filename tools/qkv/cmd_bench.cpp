@@ -213,6 +213,20 @@ Result bench_attention(int T, int H, int dh, bool backward, int repeats) {
 }
 
 // ---- forward ----
+// The per-op entries profile.hpp gathered over `repeats` timed runs (the warm-up's taken away before).
+nlohmann::json profile_json(int repeats) {
+  double total = 0;
+  const std::vector<profile::Entry> entries = profile::take();
+  for (const auto& e : entries) total += e.seconds;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& e : entries)
+    ops.push_back({{"op", e.op},
+                   {"calls_per_forward", double(e.calls) / repeats},
+                   {"ms_per_forward", e.seconds * 1e3 / repeats},
+                   {"fraction_of_forward", total > 0 ? e.seconds / total : 0.0}});
+  return ops;
+}
+
 // GPT-2 small's shape with GPT-2's random init, made in memory, through run() (what qkv run does).
 Result bench_forward(int T, bool last_only, int repeats, bool prof) {
   const LmParams p = init_lm(default_config("gpt2", "small"), 0);
@@ -239,18 +253,7 @@ Result bench_forward(int T, bool last_only, int repeats, bool prof) {
   r.flops = lm_forward_flops(m.arch, T, last_only);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;  // the weights are resident before hwm0
   r.extra = {{"model", "GPT-2 small shape, random weights"}, {"gemm", gemm_backend()}};
-  if (prof) {
-    double total = 0;
-    const std::vector<profile::Entry> entries = profile::take();
-    for (const auto& e : entries) total += e.seconds;
-    nlohmann::json ops = nlohmann::json::array();
-    for (const auto& e : entries)
-      ops.push_back({{"op", e.op},
-                     {"calls_per_forward", double(e.calls) / repeats},
-                     {"ms_per_forward", e.seconds * 1e3 / repeats},
-                     {"fraction_of_forward", total > 0 ? e.seconds / total : 0.0}});
-    r.extra["profile"] = ops;
-  }
+  if (prof) r.extra["profile"] = profile_json(repeats);
   return r;
 }
 
@@ -258,7 +261,7 @@ Result bench_forward(int T, bool last_only, int repeats, bool prof) {
 // temporary directory in the shape the families issue names for Llama (d 2048, 16 layers, 32 query /
 // 8 key-value heads, SwiGLU 5632, vocab 32000: 1.1 B parameters) and deleted afterwards.
 Result bench_family_forward(const std::string& arch, const std::string& model, const std::string& dtype, int T,
-                            bool last_only, int repeats) {
+                            bool last_only, int repeats, bool prof) {
   namespace fs = std::filesystem;
   std::string dir = model;
   const bool temp = model.empty();
@@ -296,7 +299,12 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
   Result r;
   r.name = std::string(last_only ? "forward (last logits) " : "forward ") + m.arch.model_type;
   r.T = T;
-  r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] { run(m, ids, st, o); });
+  bool warm = true;  // with --profile the warm-up's entries are dropped, as bench_forward
+  r.ms = time_runs("forward T=" + std::to_string(T), repeats, [&] {
+    run(m, ids, st, o);
+    if (warm && prof) profile::take();
+    warm = false;
+  });
   r.flops = lm_forward_flops(m.arch, T, last_only);
   r.peak_mib = (status_kib("VmHWM:") - hwm0) / 1024;
   nlohmann::json types = nlohmann::json::object();  // weight type -> tensors of that type
@@ -306,6 +314,7 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
   }
   r.extra = {{"model", m.source},    {"parameters", m.num_parameters()},      {"gemm", gemm_backend()},
              {"weight_types", types}, {"logits", last_only ? "last" : "all"}};
+  if (prof) r.extra["profile"] = profile_json(repeats);
   return r;
 }
 
@@ -682,9 +691,10 @@ void register_bench(CLI::App& app) {
     c->callback([a, use_path] {
       use_path();
       if (!a->arch.empty() || !a->model.empty()) {
-        if (a->profile) usage_error("--profile times the in-memory GPT-2 small only; drop it with --arch/--model");
         if (a->last_only && a->all_logits) usage_error("bench forward: --last-only and --all-logits contradict");
-        finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, !a->all_logits, a->repeats ? a->repeats : 5),
+        profile::set_enabled(a->profile);
+        finish(bench_family_forward(a->arch, a->model, a->dtype, a->T, !a->all_logits, a->repeats ? a->repeats : 5,
+                                    a->profile),
                a->peak, a->json);
         return;
       }
