@@ -15,6 +15,8 @@
 
 #include "qkv/error.hpp"
 #include "qkv/family.hpp"
+#include "qkv/flash.hpp"
+#include "qkv/gemm.hpp"
 #include "qkv/io/atomic_file.hpp"
 #include "qkv/io/mapped_file.hpp"
 #include "qkv/model_files.hpp"
@@ -86,7 +88,10 @@ std::string settings_json(const TrainArgs& a) {
                       {"steps", s.steps},        {"batch", s.batch},       {"lr", s.lr},
                       {"min_lr_ratio", s.min_lr_ratio}, {"warmup", s.warmup}, {"weight_decay", s.weight_decay},
                       {"beta1", s.beta1},        {"beta2", s.beta2},       {"clip", s.clip},
-                      {"seed", s.seed},          {"threads", s.threads}, {"threads_used", training_threads(s)}};
+                      {"seed", s.seed},          {"threads", s.threads}, {"threads_used", training_threads(s)},
+                      // What else fixes the float sums' order: qkv's kernel path and BLIS's micro-kernel. A rerun
+                      // reproduces the tensors byte for byte only with all three the same (tests/train/retrain_*.sh).
+                      {"isa", flash_path_name()}, {"blis_kernel", gemm_kernel()}};
   if (a.arch != "gpt2") j["d_ff"] = a.recipe.d_ff, j["rope_theta"] = a.recipe.rope_theta,
                                             j["shared_embedding"] = a.recipe.shared_embedding;
   return j.dump();
