@@ -18,6 +18,14 @@ QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+}  // namespace
+}  // namespace qkv::io::qdetail
+
+#include "io/qblock_decode_q6k.hpp"
+
+namespace qkv::io::qdetail {
+namespace {
+
 struct DecF16Avx512 {
   static constexpr int kBlock = 1;
   static constexpr std::size_t kBytes = 2;
@@ -145,39 +153,24 @@ struct DecQ4_KAvx512 {
   }
 };
 
-// Q6_K: q = (ql's nibble | qh's 2-bit field << 4) − 32, x = (d·sc)·q with one int8 scale per 16 weights
-// (rows_q6_k): 16 lanes are one scale's weights. (qh >> s & 3) << 4 is written (qh << 4 − s) & 0x30.
-struct DecQ6_KAvx512 {
-  static constexpr int kBlock = 256;
-  static constexpr std::size_t kBytes = 210;
-  static constexpr bool kDirect = true;
-  // (d·sc)·float(q − 32)
-  QKV_SIMD static __m512 weight(__m512i q, __m512i k32, float scale) {
-    return _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32)));
-  }
-  template <class F>
-  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
-    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = f16c_scale(b + 208);
-    const __m512i lo4 = _mm512_set1_epi32(15), hi2 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
-    for (int n = 0; n < 2; ++n) {
-      const unsigned char* ql = b + 64 * n;
-      const unsigned char* qh = b + 128 + 32 * n;
-      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i a = u8x16(ql + 16 * h), c = u8x16(ql + 32 + 16 * h), e = u8x16(qh + 16 * h);
-        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(a, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 4), hi2));
-        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 2), hi2));
-        const __m512i q2 = _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_and_si512(e, hi2));
-        const __m512i q3 = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_and_si512(_mm512_srli_epi32(e, 2), hi2));
-        const auto w = [&](__m512i q, int s) QKV_SIMD { return weight(q, k32, d * float(sc[s])); };
-        const int j = 128 * n + 16 * h;
-        acc(j, w(q0, h), j + 32, w(q1, h + 2));
-        acc(j + 64, w(q2, h + 4), j + 96, w(q3, h + 6));
-      }
-    }
-  }
+// Q6_K: qblock_decode_q6k.hpp over 16 int32 lanes (one int8 scale's weights).
+struct Avx512Ints {
+  using VI = __m512i;
+  static constexpr int W = 16;
+  QKV_SIMD static VI load(const unsigned char* p) { return u8x16(p); }
+  QKV_SIMD static VI set1(int v) { return _mm512_set1_epi32(v); }
+  QKV_SIMD static VI and_(VI a, VI b) { return _mm512_and_si512(a, b); }
+  QKV_SIMD static VI or_(VI a, VI b) { return _mm512_or_si512(a, b); }
+  template <int N>
+  QKV_SIMD static VI shl(VI a) { return _mm512_slli_epi32(a, N); }
+  template <int N>
+  QKV_SIMD static VI shr(VI a) { return _mm512_srli_epi32(a, N); }
+  QKV_SIMD static VI sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+  QKV_SIMD static __m512 to_float(VI a) { return _mm512_cvtepi32_ps(a); }
+  QKV_SIMD static __m512 set1f(float v) { return _mm512_set1_ps(v); }
+  QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 };
+using DecQ6_KAvx512 = DecQ6_KSimd<Avx512Ints>;
 
 struct Avx512Decoders : PlainDecoders {
   using F16 = DecF16Avx512;
