@@ -21,6 +21,14 @@ QKV_SIMD inline __m256i i8x8(const unsigned char* p) {
   return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
+}  // namespace
+}  // namespace qkv::io::qdetail
+
+#include "io/qblock_decode_q6k.hpp"
+
+namespace qkv::io::qdetail {
+namespace {
+
 struct DecF16Avx2 {
   static constexpr int kBlock = 1;
   static constexpr std::size_t kBytes = 2;
@@ -116,38 +124,24 @@ struct DecQ4_KAvx2 {
   }
 };
 
-// Q6_K as DecQ6_KAvx512, 8 lanes at a time (two vectors per int8 scale).
-struct DecQ6_KAvx2 {
-  static constexpr int kBlock = 256;
-  static constexpr std::size_t kBytes = 210;
-  static constexpr bool kDirect = true;
-  // (d·sc)·float(q − 32)
-  QKV_SIMD static __m256 weight(__m256i q, __m256i k32, float scale) {
-    return _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(_mm256_sub_epi32(q, k32)));
-  }
-  template <class F>
-  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
-    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = f16c_scale(b + 208);
-    const __m256i lo4 = _mm256_set1_epi32(15), hi2 = _mm256_set1_epi32(0x30), k32 = _mm256_set1_epi32(32);
-    for (int n = 0; n < 2; ++n) {
-      const unsigned char* ql = b + 64 * n;
-      const unsigned char* qh = b + 128 + 32 * n;
-      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
-      for (int h = 0; h < 4; ++h) {
-        const __m256i a = u8x8(ql + 8 * h), c = u8x8(ql + 32 + 8 * h), e = u8x8(qh + 8 * h);
-        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(a, lo4), _mm256_and_si256(_mm256_slli_epi32(e, 4), hi2));
-        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_slli_epi32(e, 2), hi2));
-        const __m256i q2 = _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_and_si256(e, hi2));
-        const __m256i q3 = _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_and_si256(_mm256_srli_epi32(e, 2), hi2));
-        const auto w = [&](__m256i q, int s) QKV_SIMD { return weight(q, k32, d * float(sc[s])); };
-        const int j = 128 * n + 8 * h, s = h / 2;
-        acc(j, w(q0, s), j + 32, w(q1, s + 2));
-        acc(j + 64, w(q2, s + 4), j + 96, w(q3, s + 6));
-      }
-    }
-  }
+// Q6_K: qblock_decode_q6k.hpp over 8 int32 lanes.
+struct Avx2Ints {
+  using VI = __m256i;
+  static constexpr int W = 8;
+  QKV_SIMD static VI load(const unsigned char* p) { return u8x8(p); }
+  QKV_SIMD static VI set1(int v) { return _mm256_set1_epi32(v); }
+  QKV_SIMD static VI and_(VI a, VI b) { return _mm256_and_si256(a, b); }
+  QKV_SIMD static VI or_(VI a, VI b) { return _mm256_or_si256(a, b); }
+  template <int N>
+  QKV_SIMD static VI shl(VI a) { return _mm256_slli_epi32(a, N); }
+  template <int N>
+  QKV_SIMD static VI shr(VI a) { return _mm256_srli_epi32(a, N); }
+  QKV_SIMD static VI sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+  QKV_SIMD static __m256 to_float(VI a) { return _mm256_cvtepi32_ps(a); }
+  QKV_SIMD static __m256 set1f(float v) { return _mm256_set1_ps(v); }
+  QKV_SIMD static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 };
+using DecQ6_KAvx2 = DecQ6_KSimd<Avx2Ints>;
 
 struct Avx2Decoders : PlainDecoders {
   using F16 = DecF16Avx2;

@@ -18,6 +18,14 @@ QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+}  // namespace
+}  // namespace qkv::io::qdetail
+
+#include "io/qblock_decode_q6k.hpp"
+
+namespace qkv::io::qdetail {
+namespace {
+
 struct DecF16Avx512 {
   static constexpr int kBlock = 1;
   static constexpr std::size_t kBytes = 2;
@@ -50,6 +58,13 @@ struct DecBF16Avx512 {
 };
 
 // Q8_0, Q4_0, Q4_K and Q6_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
+// Zen 4 runs every 512-bit shuffle (VPERMPS, VPMOVZXBD, VBROADCASTSS from a register) on one unit, one per
+// cycle, which bounds these decoders; so a tile's block scales are converted first and stored, and each is
+// then broadcast from memory (EVEX embedded broadcast: the load unit, no shuffle). The empty asm keeps the
+// compiler from forwarding the stored values into register broadcasts. Q4_0 +24 %, Q4_K +16 % (one thread,
+// L2-resident rows, bench/qmatmul_bench.cpp's shape).
+#define QKV_SCALES_IN_MEMORY() asm volatile("" ::: "memory")
+
 struct DecQ8_0Avx512 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
@@ -57,8 +72,11 @@ struct DecQ8_0Avx512 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    alignas(32) float ds[kTile / kBlock];
+    for (int i = 0; i < L / kBlock; ++i) ds[i] = f16c_scale(b + i * kBytes);
+    QKV_SCALES_IN_MEMORY();
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m512 d = _mm512_set1_ps(f16c_scale(b));
+      const __m512 d = _mm512_set1_ps(ds[i / kBlock]);
       const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
       const __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
       acc(i, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d), i + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d));
@@ -82,15 +100,36 @@ struct DecQ4_0Avx512 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    alignas(32) float ds[kTile / kBlock];
+    for (int i = 0; i < L / kBlock; ++i) ds[i] = f16c_scale(b + i * kBytes);
+    QKV_SCALES_IN_MEMORY();
     const __m512 values = _mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f));  // float(q − 8), exact
     for (int i = 0; i < L; i += kBlock, b += kBytes) {
-      const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(f16c_scale(b)));
+      const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(ds[i / kBlock]));
       const __m512i q = u8x16(b + 2);
       acc(i, _mm512_permutexvar_ps(q, table), i + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table));
     }
   }
 };
 
+// d·sc (ds) and dmin·m (ms) of a Q4_K block's 8 sub-blocks, stored: the 6-bit fields of its 12 scale bytes
+// gathered four at a time in 32-bit words (ggml's kmask shuffle; the same fields as scale_min), widened,
+// converted and multiplied 8 at a time — each product the IEEE one of dequantize_row.
+QKV_SIMD inline void q4k_scales(const unsigned char* b, float* ds, float* ms) {
+  uint32_t u[3];
+  std::memcpy(u, b + 4, 12);
+  const uint32_t s_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+  const uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m128i v = _mm_set_epi32(int(m_hi), int(m_lo), int(s_hi), int(s_lo));
+  const __m256 d = _mm256_set1_ps(f16c_scale(b)), dmin = _mm256_set1_ps(f16c_scale(b + 2));
+  _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
+  _mm256_store_ps(ms, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
+}
+
+// Each sub-block's table (d·sc)·q − dmin·m, q = 0..15, by one FMA: d·sc has at most 17 significant bits
+// (an 11-bit half times a 6-bit integer) and q 4, so (d·sc)·q is exact and the fused result is
+// dequantize_row's separately rounded one.
 struct DecQ4_KAvx512 {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 144;
@@ -98,16 +137,13 @@ struct DecQ4_KAvx512 {
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = f16c_scale(b), dmin = f16c_scale(b + 2);
+    alignas(32) float ds[8], ms[8];
+    q4k_scales(b, ds, ms);
+    QKV_SCALES_IN_MEMORY();
     const __m512 values = iota16();
     for (int c = 0; c < 4; ++c) {
-      int sc, m;
-      scale_min(2 * c, b + 4, &sc, &m);
-      const __m512 t1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d * float(sc)), values),
-                                      _mm512_set1_ps(dmin * float(m)));
-      scale_min(2 * c + 1, b + 4, &sc, &m);
-      const __m512 t2 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d * float(sc)), values),
-                                      _mm512_set1_ps(dmin * float(m)));
+      const __m512 t1 = _mm512_fmsub_ps(_mm512_set1_ps(ds[2 * c]), values, _mm512_set1_ps(ms[2 * c]));
+      const __m512 t2 = _mm512_fmsub_ps(_mm512_set1_ps(ds[2 * c + 1]), values, _mm512_set1_ps(ms[2 * c + 1]));
       for (int h = 0; h < 2; ++h) {
         const __m512i q = u8x16(b + 16 + 32 * c + 16 * h);
         acc(64 * c + 16 * h, _mm512_permutexvar_ps(q, t1), 64 * c + 32 + 16 * h,
@@ -117,39 +153,24 @@ struct DecQ4_KAvx512 {
   }
 };
 
-// Q6_K: q = (ql's nibble | qh's 2-bit field << 4) − 32, x = (d·sc)·q with one int8 scale per 16 weights
-// (rows_q6_k): 16 lanes are one scale's weights. (qh >> s & 3) << 4 is written (qh << 4 − s) & 0x30.
-struct DecQ6_KAvx512 {
-  static constexpr int kBlock = 256;
-  static constexpr std::size_t kBytes = 210;
-  static constexpr bool kDirect = true;
-  // (d·sc)·float(q − 32)
-  QKV_SIMD static __m512 weight(__m512i q, __m512i k32, float scale) {
-    return _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32)));
-  }
-  template <class F>
-  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
-    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = f16c_scale(b + 208);
-    const __m512i lo4 = _mm512_set1_epi32(15), hi2 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
-    for (int n = 0; n < 2; ++n) {
-      const unsigned char* ql = b + 64 * n;
-      const unsigned char* qh = b + 128 + 32 * n;
-      const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * n);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i a = u8x16(ql + 16 * h), c = u8x16(ql + 32 + 16 * h), e = u8x16(qh + 16 * h);
-        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(a, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 4), hi2));
-        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_slli_epi32(e, 2), hi2));
-        const __m512i q2 = _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_and_si512(e, hi2));
-        const __m512i q3 = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_and_si512(_mm512_srli_epi32(e, 2), hi2));
-        const auto w = [&](__m512i q, int s) QKV_SIMD { return weight(q, k32, d * float(sc[s])); };
-        const int j = 128 * n + 16 * h;
-        acc(j, w(q0, h), j + 32, w(q1, h + 2));
-        acc(j + 64, w(q2, h + 4), j + 96, w(q3, h + 6));
-      }
-    }
-  }
+// Q6_K: qblock_decode_q6k.hpp over 16 int32 lanes (one int8 scale's weights).
+struct Avx512Ints {
+  using VI = __m512i;
+  static constexpr int W = 16;
+  QKV_SIMD static VI load(const unsigned char* p) { return u8x16(p); }
+  QKV_SIMD static VI set1(int v) { return _mm512_set1_epi32(v); }
+  QKV_SIMD static VI and_(VI a, VI b) { return _mm512_and_si512(a, b); }
+  QKV_SIMD static VI or_(VI a, VI b) { return _mm512_or_si512(a, b); }
+  template <int N>
+  QKV_SIMD static VI shl(VI a) { return _mm512_slli_epi32(a, N); }
+  template <int N>
+  QKV_SIMD static VI shr(VI a) { return _mm512_srli_epi32(a, N); }
+  QKV_SIMD static VI sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+  QKV_SIMD static __m512 to_float(VI a) { return _mm512_cvtepi32_ps(a); }
+  QKV_SIMD static __m512 set1f(float v) { return _mm512_set1_ps(v); }
+  QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 };
+using DecQ6_KAvx512 = DecQ6_KSimd<Avx512Ints>;
 
 struct Avx512Decoders : PlainDecoders {
   using F16 = DecF16Avx512;

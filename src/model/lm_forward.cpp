@@ -269,6 +269,37 @@ void rope_apply(float* x, int H, int T, int dh, const Arch& a, const float* cs, 
   rotary_rows(x, H, T, dh, a.rotary_dim, a.pairing == RotaryPairing::Adjacent, cs, sn, pos);
 }
 
+// S [T, Tk] = scale · q [T, dh] · kᵀ (k [Tk, dh]). A decoding step (T ≤ kQMatmulMaxRows) takes the fused
+// few-row kernel on the float32 keys (io::qmatmul, the ISA in use): BLIS's gemv cost more per call than the
+// product itself here (16 heads × 2 calls × every layer per token; measured 2.4 ms per token of a 16-layer
+// model with its skx kernels, 0.7 ms with zen3's — most of the gap between QKV_ISA=avx512 and avx2 decoding).
+void scores(float* S, const float* q, const float* k, int T, int Tk, int dh, float scale) {
+  if (T > io::kQMatmulMaxRows) {
+    gemm<float>(false, true, T, Tk, dh, scale, q, dh, k, dh, 0.0f, S, Tk);
+    return;
+  }
+  io::qmatmul(io::GgmlType::F32, k, Tk, dh, q, dh, T, S, Tk, false);
+  for (size_t i = 0; i < size_t(T) * Tk; i++) S[i] *= scale;
+}
+
+// z [T, dh] = A [T, Tk] · v [Tk, dh]; few rows as a sum of value rows (the same reason as scores()).
+void weighted_values(float* z, const float* A, const float* v, int T, int Tk, int dh) {
+  if (T > io::kQMatmulMaxRows) {
+    gemm<float>(false, false, T, dh, Tk, 1.0f, A, Tk, v, dh, 0.0f, z, dh);
+    return;
+  }
+  for (int i = 0; i < T; i++) {
+    float* zi = z + size_t(i) * dh;
+    std::fill(zi, zi + dh, 0.0f);
+    for (int j = 0; j < Tk; j++) {
+      const float a = A[size_t(i) * Tk + j];
+      const float* vj = v + size_t(j) * dh;
+#pragma omp simd
+      for (int d = 0; d < dh; d++) zi[d] += a * vj[d];
+    }
+  }
+}
+
 // Attention with the score matrix materialised (when a hook asks for scores or the pattern, for soft-caps,
 // windows shorter than T and padded batches, and for runs that extend a K/V cache): S = scale·q·kᵀ,
 // soft-cap, mask, hook, softmax, hook, z = A·v, for each of the B sequences. Queries are the T new rows at
@@ -288,8 +319,7 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
     const int* seg = c.padded ? st.seg.data() + size_t(s) * Tk : nullptr;  // by column (kv_batch.hpp)
     for (int h = 0; h < H; h++) {
       float* Sh = S + (size_t(s) * H + h) * TT;
-      gemm<float>(false, true, T, Tk, dh, scale, st.q.data() + s * per + size_t(h) * T * dh, dh,
-                  k + (size_t(s) * K + h / G) * stride, dh, 0.0f, Sh, Tk);
+      scores(Sh, st.q.data() + s * per + size_t(h) * T * dh, k + (size_t(s) * K + h / G) * stride, T, Tk, dh, scale);
 #pragma omp parallel for schedule(static) if (long(T) * Tk >= kParallelElems)
       for (int i = 0; i < T; i++) {
         float* x = Sh + size_t(i) * Tk;
@@ -317,8 +347,8 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
   c.maybe(b, "hook_pattern", S, {H, T, Tk});
   for (int s = 0; s < c.B; s++)
     for (int h = 0; h < H; h++)
-      gemm<float>(false, false, T, dh, Tk, 1.0f, S + (size_t(s) * H + h) * TT, Tk, v + (size_t(s) * K + h / G) * stride,
-                  dh, 0.0f, z + s * per + size_t(h) * T * dh, dh);
+      weighted_values(z + s * per + size_t(h) * T * dh, S + (size_t(s) * H + h) * TT, v + (size_t(s) * K + h / G) * stride,
+                      T, Tk, dh);
 }
 
 // z [B, H, T, dh] by the fused kernel, one sequence at a time; query head h reads key/value head h / (H / n_kv).
