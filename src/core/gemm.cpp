@@ -3,6 +3,9 @@
 #include "qkv/flash.hpp"
 
 #include <blis.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -28,19 +31,30 @@ bool cpu_is_amd() {
   __builtin_cpu_init();
   return __builtin_cpu_is("amd");
 }
+// AMD family 19h (Zen 3, Zen 4): Zen 4's AVX-512 runs each 512-bit operation as two 256-bit halves,
+// so it has no more FMA throughput than AVX2, and its single 512-bit shuffle unit slows skx's kernel.
+bool cpu_is_amd_family_19h() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!cpu_is_amd() || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  return ((a >> 8) & 0xf) + ((a >> 20) & 0xff) == 0x19;
+}
 #else
 bool cpu_has_skx_subset() { return false; }
 bool cpu_is_amd() { return false; }
+bool cpu_is_amd_family_19h() { return false; }
 #endif
 
 // BLIS's sub-configuration for the ISA qkv's own kernels run (flash_path(): QKV_ISA), so that QKV_ISA
-// forces BLIS's kernel too: avx512 -> skx (BLIS would pick haswell on CPUs it does not know, e.g. Zen 4/5),
+// forces BLIS's kernel too: avx512 -> skx (BLIS would pick haswell on CPUs it does not know, e.g. Zen 4/5)
+// except on Zen 4, where zen3's AVX2 kernel is faster (a 512-token prefill of the 246 M Llama GGUF, 2
+// threads, QKV_ISA=avx512: bf16 1318 -> 1124 ms, q4_K 1464 -> 1165, q4_0 1426 -> 1092; docs/performance.md),
 // avx2 -> zen3 on AMD, haswell elsewhere (the same 6 × 16 AVX2 micro-kernel; zen3's blocksizes suit AMD's
 // caches), portable -> generic (BLIS's reference kernels, no vector ISA). -1: leave BLIS's own choice
 // (neon: BLIS picks its ARM config). A BLIS_ARCH_TYPE the user set wins over all of this.
 int blis_arch_for(FlashPath p) {
   switch (p) {
     case FlashPath::Avx512:
+      if (cpu_is_amd_family_19h()) return int(BLIS_ARCH_ZEN3);
       return cpu_has_skx_subset() ? int(BLIS_ARCH_SKX) : -1;
     case FlashPath::Avx2:
       return cpu_is_amd() ? int(BLIS_ARCH_ZEN3) : int(BLIS_ARCH_HASWELL);
