@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reruns the bundled model's recipe — exactly `qkv train --preset induction --out DIR`, with every core —
 # and compares the result with models/induction. With the thread count, kernel path and BLIS kernel the
-# bundled model records (`threads_used`, `isa`, `blis_kernel` in its __metadata__) the tensors must be
+# bundled model records (`threads_used`, `isa`, `blis_kernel` in its __metadata__;
+# BLIS is run with the recorded kernel when this CPU can run it: recorded_blis.sh) the tensors must be
 # identical byte for byte; with another (e.g. on an AVX2-only CPU) the float sums run in another order, so only the head scores are compared (within 0.05) and both runs
 # must meet issue 5's targets. About 2 minutes on 2 cores: scripts/test.sh runs it as its own stage.
 # Usage: retrain_bundled.sh QKV_BINARY SOURCE_DIR
@@ -13,6 +14,8 @@ source "$src/tests/cli/lib.sh"
 test_label=retrain
 # The test harness pins one thread per test; the recipe uses all cores.
 unset OMP_NUM_THREADS QKV_THREADS
+source "$src/tests/train/recorded_blis.sh"
+use_recorded_blis "$src/models/induction"
 "$qkv" train --preset induction --out "$tmp/m" 2>"$tmp/train.err" >"$tmp/train.out"
 rc=$?
 [ $rc -eq 0 ] && ok "the preset command: exit 0 ($(tail -2 "$tmp/train.out" | head -1))" || { bad "the preset command: exit $rc"; tail -5 "$tmp/train.err"; exit 1; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reruns the second bundled model's recipe — exactly `qkv train --preset induction --arch llama --out DIR`,
 # with every core — and compares the result with models/induction-llama. With the thread count, kernel path
-# and BLIS kernel the bundled model records (`threads_used`, `isa`, `blis_kernel` in its __metadata__) every
+# and BLIS kernel the bundled model records (`threads_used`, `isa`, `blis_kernel` in its __metadata__;
+# BLIS is run with the recorded kernel when this CPU can run it: recorded_blis.sh) every
 # tensor must be identical byte for byte; with another (e.g. on an AVX2-only CPU) the float sums run in
 # another order, so only the final evaluation is compared (train.csv's last row: held-out repeated random
 # bytes) and both runs must meet issue 15's targets (previous-token and induction scores >= 0.8,
@@ -15,6 +16,8 @@ source "$src/tests/cli/lib.sh"
 test_label=retrain-llama
 # The test harness pins one thread per test; the recipe uses all cores.
 unset OMP_NUM_THREADS QKV_THREADS
+source "$src/tests/train/recorded_blis.sh"
+use_recorded_blis "$src/models/induction-llama"
 "$qkv" train --preset induction --arch llama --out "$tmp/m" 2>"$tmp/train.err" >"$tmp/train.out"
 rc=$?
 [ $rc -eq 0 ] && ok "the preset command: exit 0 ($(tail -2 "$tmp/train.out" | head -1))" || { bad "the preset command: exit $rc"; tail -5 "$tmp/train.err"; exit 1; }
