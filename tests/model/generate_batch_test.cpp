@@ -15,30 +15,16 @@
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
 #include "qkv/lm.hpp"
+#include "generate_fixture.hpp"
 
 namespace fs = std::filesystem;
 
 namespace qkv {
 namespace {
 
-// Options with only a token budget (no steering, default sampling).
-GenerateOptions unsteered(int n) {
-  GenerateOptions o;
-  o.max_new_tokens = n;
-  return o;
-}
+using gentest::unsteered;
 
-// generate_test.cpp's tiny checkpoint: spread logits so that an argmax is not a near-tie.
-Model tiny(const std::string& type, uint64_t seed = 21) {
-  nlohmann::json cfg = default_config(type, "tiny");
-  cfg["initializer_range"] = type == "gemma2" ? 0.05 : 0.2;
-  const std::string dir =
-      (fs::temp_directory_path() / ("qkv_bgen_" + type + "_" + std::to_string(::getpid()))).string();
-  write_random_checkpoint(dir, cfg, WeightType::F32, 1, seed);
-  Model m = load_lm(dir);
-  fs::remove_all(dir);
-  return m;
-}
+Model tiny(const std::string& type, uint64_t seed = 21) { return gentest::tiny(type, seed, "bgen"); }
 
 // Prompts of lengths 7, 2, 5 and 1 (so three of the four are padded in the prefill), different ids.
 std::vector<std::vector<int>> prompts_for(const Model& m) {

@@ -15,6 +15,7 @@
 
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
+#include "generate_fixture.hpp"
 #include "qkv/arch.hpp"
 
 namespace fs = std::filesystem;
@@ -22,26 +23,9 @@ namespace fs = std::filesystem;
 namespace qkv {
 namespace {
 
-// Options with only a token budget (no steering, default sampling).
-GenerateOptions unsteered(int n) {
-  GenerateOptions o;
-  o.max_new_tokens = n;
-  return o;
-}
+using gentest::unsteered;
 
-// A tiny random checkpoint of the family, with larger weights than the default so that the logits are
-// spread (Gemma 2's less: its final soft-cap would saturate many logits at once, ties the argmax breaks
-// alike with and without the cache, a continuation that repeats one token).
-Model tiny(const std::string& type, uint64_t seed = 21) {
-  nlohmann::json cfg = default_config(type, "tiny");
-  cfg["initializer_range"] = type == "gemma2" ? 0.05 : 0.2;
-  const std::string dir =
-      (fs::temp_directory_path() / ("qkv_gen_" + type + "_" + std::to_string(::getpid()))).string();
-  write_random_checkpoint(dir, cfg, WeightType::F32, 1, seed);
-  Model m = load_lm(dir);
-  fs::remove_all(dir);  // the weights are read into memory or kept mapped (the mapping outlives the unlink)
-  return m;
-}
+Model tiny(const std::string& type, uint64_t seed = 21) { return gentest::tiny(type, seed, "gen"); }
 
 std::vector<int> prompt_for(const Model& m, int n) {
   std::vector<int> ids;
