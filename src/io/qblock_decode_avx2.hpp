@@ -5,13 +5,10 @@
 // defines QKV_SIMD and includes <immintrin.h> and qblock_decode.hpp.
 #pragma once
 
+#include "io/qblock_decode_x86.hpp"
+
 namespace qkv::io::qdetail {
 namespace {
-
-// A block's binary16 scale by VCVTPH2PS (exact for every value, as half_to_float).
-QKV_SIMD inline float f16c_scale(const unsigned char* p) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(p))));
-}
 
 // 8 bytes -> 8 int32 lanes (zero- or sign-extended)
 QKV_SIMD inline __m256i u8x8(const unsigned char* p) {
@@ -98,29 +95,37 @@ struct DecQ4_0Avx2 {
   }
 };
 
+// The scales and mins of all L / 256 blocks decoded first, 8 at a time, and stored (q4k_scales): decoded
+// per block they stalled it (+25 %, one thread, L2-resident rows); each then broadcast from memory. Each
+// weight (d·sc)·q − dmin·m by one FMA: d·sc has at most 17 significant bits (an 11-bit half times a 6-bit
+// integer) and q 4, so (d·sc)·q is exact and the fused subtraction rounds as dequantize_row's separate one
+// (for infinite or NaN scales too: the exact product is then the rounded one).
 struct DecQ4_KAvx2 {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 144;
   static constexpr bool kDirect = true;
+  static constexpr int kSpan = 16 * kBlock;
   template <class F>
-  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    const float d = f16c_scale(b), dmin = f16c_scale(b + 2);
+    alignas(32) float ds[kSpan / 32], ms[kSpan / 32];
+    const int nb = L / kBlock;
+    for (int i = 0; i < nb; ++i) q4k_scales(b + i * kBytes, ds + 8 * i, ms + 8 * i);
+    QKV_SCALES_IN_MEMORY();
     const __m256i mask = _mm256_set1_epi32(15);
-    for (int c = 0; c < 4; ++c) {
-      int sc, m;
-      scale_min(2 * c, b + 4, &sc, &m);
-      const __m256 d1 = _mm256_set1_ps(d * float(sc)), m1 = _mm256_set1_ps(dmin * float(m));
-      scale_min(2 * c + 1, b + 4, &sc, &m);
-      const __m256 d2 = _mm256_set1_ps(d * float(sc)), m2 = _mm256_set1_ps(dmin * float(m));
-      for (int h = 0; h < 4; ++h) {
-        const __m256i q = u8x8(b + 16 + 32 * c + 8 * h);
-        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, mask));
-        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
-        acc(64 * c + 8 * h, _mm256_sub_ps(_mm256_mul_ps(d1, lo), m1), 64 * c + 32 + 8 * h,
-            _mm256_sub_ps(_mm256_mul_ps(d2, hi), m2));
+    for (int i = 0; i < nb; ++i, b += kBytes)
+      for (int c = 0; c < 4; ++c) {
+        const float *s = ds + 8 * i + 2 * c, *m = ms + 8 * i + 2 * c;
+        const __m256 d1 = _mm256_broadcast_ss(s), m1 = _mm256_broadcast_ss(m);
+        const __m256 d2 = _mm256_broadcast_ss(s + 1), m2 = _mm256_broadcast_ss(m + 1);
+        for (int h = 0; h < 4; ++h) {
+          const __m256i q = u8x8(b + 16 + 32 * c + 8 * h);
+          const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, mask));
+          const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
+          const int j = kBlock * i + 64 * c + 8 * h;
+          acc(j, _mm256_fmsub_ps(d1, lo, m1), j + 32, _mm256_fmsub_ps(d2, hi, m2));
+        }
       }
-    }
   }
 };
 

@@ -5,13 +5,10 @@
 // defines QKV_SIMD and includes <immintrin.h> and qblock_decode.hpp.
 #pragma once
 
+#include "io/qblock_decode_x86.hpp"
+
 namespace qkv::io::qdetail {
 namespace {
-
-// A block's binary16 scale by VCVTPH2PS (exact for every value, as half_to_float).
-QKV_SIMD inline float f16c_scale(const unsigned char* p) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(p))));
-}
 
 // 16 bytes -> 16 int32 lanes (zero-extended)
 QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
@@ -62,8 +59,7 @@ struct DecBF16Avx512 {
 // cycle, which bounds these decoders; so a tile's block scales are converted first and stored, and each is
 // then broadcast from memory (EVEX embedded broadcast: the load unit, no shuffle). The empty asm keeps the
 // compiler from forwarding the stored values into register broadcasts. Q4_0 +24 %, Q4_K +16 % (one thread,
-// L2-resident rows, bench/qmatmul_bench.cpp's shape).
-#define QKV_SCALES_IN_MEMORY() asm volatile("" ::: "memory")
+// L2-resident rows, bench/qmatmul_bench.cpp's shape). (QKV_SCALES_IN_MEMORY: qblock_decode_x86.hpp.)
 
 struct DecQ8_0Avx512 {
   static constexpr int kBlock = 32;
@@ -112,44 +108,33 @@ struct DecQ4_0Avx512 {
   }
 };
 
-// d·sc (ds) and dmin·m (ms) of a Q4_K block's 8 sub-blocks, stored: the 6-bit fields of its 12 scale bytes
-// gathered four at a time in 32-bit words (ggml's kmask shuffle; the same fields as scale_min), widened,
-// converted and multiplied 8 at a time — each product the IEEE one of dequantize_row.
-QKV_SIMD inline void q4k_scales(const unsigned char* b, float* ds, float* ms) {
-  uint32_t u[3];
-  std::memcpy(u, b + 4, 12);
-  const uint32_t s_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-  const uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  const __m128i v = _mm_set_epi32(int(m_hi), int(m_lo), int(s_hi), int(s_lo));
-  const __m256 d = _mm256_set1_ps(f16c_scale(b)), dmin = _mm256_set1_ps(f16c_scale(b + 2));
-  _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
-  _mm256_store_ps(ms, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
-}
-
 // Each sub-block's table (d·sc)·q − dmin·m, q = 0..15, by one FMA: d·sc has at most 17 significant bits
 // (an 11-bit half times a 6-bit integer) and q 4, so (d·sc)·q is exact and the fused result is
-// dequantize_row's separately rounded one.
+// dequantize_row's separately rounded one. The scales of all L / 256 blocks are decoded first (as AVX2's).
 struct DecQ4_KAvx512 {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 144;
   static constexpr bool kDirect = true;
+  static constexpr int kSpan = 16 * kBlock;
   template <class F>
-  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
-    alignas(32) float ds[8], ms[8];
-    q4k_scales(b, ds, ms);
+    alignas(32) float ds[kSpan / 32], ms[kSpan / 32];
+    const int nb = L / kBlock;
+    for (int i = 0; i < nb; ++i) q4k_scales(b + i * kBytes, ds + 8 * i, ms + 8 * i);
     QKV_SCALES_IN_MEMORY();
     const __m512 values = iota16();
-    for (int c = 0; c < 4; ++c) {
-      const __m512 t1 = _mm512_fmsub_ps(_mm512_set1_ps(ds[2 * c]), values, _mm512_set1_ps(ms[2 * c]));
-      const __m512 t2 = _mm512_fmsub_ps(_mm512_set1_ps(ds[2 * c + 1]), values, _mm512_set1_ps(ms[2 * c + 1]));
-      for (int h = 0; h < 2; ++h) {
-        const __m512i q = u8x16(b + 16 + 32 * c + 16 * h);
-        acc(64 * c + 16 * h, _mm512_permutexvar_ps(q, t1), 64 * c + 32 + 16 * h,
-            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t2));
+    for (int i = 0; i < nb; ++i, b += kBytes)
+      for (int c = 0; c < 4; ++c) {
+        const float *s = ds + 8 * i + 2 * c, *m = ms + 8 * i + 2 * c;
+        const __m512 t1 = _mm512_fmsub_ps(_mm512_set1_ps(s[0]), values, _mm512_set1_ps(m[0]));
+        const __m512 t2 = _mm512_fmsub_ps(_mm512_set1_ps(s[1]), values, _mm512_set1_ps(m[1]));
+        for (int h = 0; h < 2; ++h) {
+          const __m512i q = u8x16(b + 16 + 32 * c + 16 * h);
+          const int j = kBlock * i + 64 * c + 16 * h;
+          acc(j, _mm512_permutexvar_ps(q, t1), j + 32, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t2));
+        }
       }
-    }
   }
 };
 

@@ -57,6 +57,15 @@ constexpr bool direct() {
   return false;
 }
 
+// How many values of a row a decoder takes per visit (or run): kTile, or its own kSpan, a multiple of
+// kTile, when seeing several blocks at once gains (Q4_K decodes the scales of all its blocks first, so that
+// their latency does not stall each block; visit then gets L ≤ kSpan).
+template <class Dec>
+constexpr int span() {
+  if constexpr (requires { Dec::kSpan; }) return Dec::kSpan;
+  return kTile;
+}
+
 // One pass over rows [n0, n1) of W for MR rows of x.
 template <class Isa, class Dec, int MR>
 QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, int n1, int K, const float* x,
@@ -73,8 +82,8 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
     for (int m = 0; m < MR; ++m) a0[m] = Isa::zero(), a1[m] = Isa::zero(), t[m] = 0.0f;
     if constexpr (MR == 1) acc.c0 = Isa::zero(), acc.c1 = Isa::zero(), acc.odd = false;
     acc.ldx = ldx;
-    for (int k0 = 0; k0 < K; k0 += kTile) {
-      const int L = std::min(kTile, K - k0);
+    for (int k0 = 0; k0 < K; k0 += span<Dec>()) {
+      const int L = std::min(span<Dec>(), K - k0);
       const float* xk = x + k0;
       acc.xk = xk;
       if constexpr (direct<Dec>()) {

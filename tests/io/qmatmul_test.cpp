@@ -113,6 +113,42 @@ TEST(QMatmul, OneRowSplitOverThreadsMatchesTwin) {
   }
 }
 
+// Rows longer than a decoder's span (Q4_K's visits take 16 blocks, 4096 values, at a time: qmatmul_simd.hpp),
+// so that a row is several visits, the later ones at k0 > 0: against the twin, and unit vectors in the last
+// visit's blocks give the weights themselves.
+TEST(QMatmul, RowsLongerThanADecodersSpan) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (GgmlType t : kTypes) {
+    const int N = 3, K = 19 * 256;  // Q4_K: one visit of 16 blocks, then one of 3
+    const auto W = random_weights(t, N, K, rng);
+    const std::size_t rb = qkv::io::ggml_row_size(t, K);
+    for (int M : {1, 2, 5}) {
+      std::vector<float> x(std::size_t(M) * K), want(std::size_t(M) * N);
+      for (auto& v : x) v = g(rng);
+      qkv::io::qmatmul_reference(t, W.data(), N, K, x.data(), K, M, want.data(), N, false);
+      for (FlashPath p : paths()) {
+        PathGuard guard(p);
+        std::vector<float> got(std::size_t(M) * N);
+        qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, M, got.data(), N, false);
+        expect_close(t, W, N, K, x, K, M, got, want, N,
+                     qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p) + " M=" + std::to_string(M));
+      }
+    }
+    for (FlashPath p : paths()) {
+      PathGuard guard(p);
+      for (int k = 16 * 256 - 7; k < K; k += 5) {
+        std::vector<float> x(K, 0.0f), y(N);
+        x[k] = 1.0f;
+        qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, y.data(), N, false);
+        for (int n = 0; n < N; ++n)
+          ASSERT_EQ(y[n], qkv::io::dequantize_value(t, W.data() + rb * n, k))
+              << qkv::io::ggml_type_name(t) << " " << qkv::flash_path_name(p) << " n=" << n << " k=" << k;
+      }
+    }
+  }
+}
+
 // x = a unit vector e_k: y[n] = W[n, k] exactly, so every weight the kernel uses is dequantize_value's.
 TEST(QMatmul, UsesExactlyTheDequantizedWeights) {
   std::mt19937 rng(11);
