@@ -113,6 +113,23 @@ TEST(QMatmul, OneRowSplitOverThreadsMatchesTwin) {
   }
 }
 
+// x = the unit vectors e_k for k = k0, k0 + step, … < K, on every path: y[n] must be W[n, k] exactly, so
+// every weight the kernel uses is dequantize_value's.
+void expect_unit_columns(GgmlType t, const std::vector<unsigned char>& W, int N, int K, int k0, int step) {
+  const std::size_t rb = qkv::io::ggml_row_size(t, K);
+  for (FlashPath p : paths()) {
+    PathGuard guard(p);
+    for (int k = k0; k < K; k += step) {
+      std::vector<float> x(K, 0.0f), y(N);
+      x[k] = 1.0f;
+      qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, y.data(), N, false);
+      for (int n = 0; n < N; ++n)
+        ASSERT_EQ(y[n], qkv::io::dequantize_value(t, W.data() + rb * n, k))
+            << qkv::io::ggml_type_name(t) << " " << qkv::flash_path_name(p) << " n=" << n << " k=" << k;
+    }
+  }
+}
+
 // Rows longer than a decoder's span (Q4_K's visits take 16 blocks, 4096 values, at a time: qmatmul_simd.hpp),
 // so that a row is several visits, the later ones at k0 > 0: against the twin, and unit vectors in the last
 // visit's blocks give the weights themselves.
@@ -122,7 +139,6 @@ TEST(QMatmul, RowsLongerThanADecodersSpan) {
   for (GgmlType t : kTypes) {
     const int N = 3, K = 19 * 256;  // Q4_K: one visit of 16 blocks, then one of 3
     const auto W = random_weights(t, N, K, rng);
-    const std::size_t rb = qkv::io::ggml_row_size(t, K);
     for (int M : {1, 2, 5}) {
       std::vector<float> x(std::size_t(M) * K), want(std::size_t(M) * N);
       for (auto& v : x) v = g(rng);
@@ -135,17 +151,7 @@ TEST(QMatmul, RowsLongerThanADecodersSpan) {
                      qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p) + " M=" + std::to_string(M));
       }
     }
-    for (FlashPath p : paths()) {
-      PathGuard guard(p);
-      for (int k = 16 * 256 - 7; k < K; k += 5) {
-        std::vector<float> x(K, 0.0f), y(N);
-        x[k] = 1.0f;
-        qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, y.data(), N, false);
-        for (int n = 0; n < N; ++n)
-          ASSERT_EQ(y[n], qkv::io::dequantize_value(t, W.data() + rb * n, k))
-              << qkv::io::ggml_type_name(t) << " " << qkv::flash_path_name(p) << " n=" << n << " k=" << k;
-      }
-    }
+    expect_unit_columns(t, W, N, K, 16 * 256 - 7, 5);
   }
 }
 
@@ -155,18 +161,7 @@ TEST(QMatmul, UsesExactlyTheDequantizedWeights) {
   for (GgmlType t : kTypes) {
     const int N = 3, K = 512;
     const auto W = random_weights(t, N, K, rng);
-    const std::size_t rb = qkv::io::ggml_row_size(t, K);
-    for (FlashPath p : paths()) {
-      PathGuard guard(p);
-      for (int k = 0; k < K; k += 1) {
-        std::vector<float> x(K, 0.0f), y(N);
-        x[k] = 1.0f;
-        qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, y.data(), N, false);
-        for (int n = 0; n < N; ++n)
-          ASSERT_EQ(y[n], qkv::io::dequantize_value(t, W.data() + rb * n, k))
-              << qkv::io::ggml_type_name(t) << " " << qkv::flash_path_name(p) << " n=" << n << " k=" << k;
-      }
-    }
+    expect_unit_columns(t, W, N, K, 0, 1);
   }
 }
 
