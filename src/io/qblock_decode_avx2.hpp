@@ -110,8 +110,7 @@ struct DecQ4_KAvx2 {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     alignas(32) float ds[kSpan / 32], ms[kSpan / 32];
     const int nb = L / kBlock;
-    for (int i = 0; i < nb; ++i) q4k_scales(b + i * kBytes, ds + 8 * i, ms + 8 * i);
-    QKV_SCALES_IN_MEMORY();
+    q4k_scales_of_blocks(b, nb, ds, ms);
     const __m256i mask = _mm256_set1_epi32(15);
     for (int i = 0; i < nb; ++i, b += kBytes)
       for (int c = 0; c < 4; ++c) {

@@ -37,5 +37,12 @@ QKV_SIMD inline void q4k_scales(const unsigned char* b, float* ds, float* ms) {
   _mm256_store_ps(ms, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(f, 8)))));
 }
 
+// The scales and mins of nb consecutive Q4_K blocks (ds, ms: 8 each per block), then the barrier that keeps
+// them in memory for the broadcasts.
+QKV_SIMD inline void q4k_scales_of_blocks(const unsigned char* b, int nb, float* ds, float* ms) {
+  for (int i = 0; i < nb; ++i) q4k_scales(b + i * DecQ4_K::kBytes, ds + 8 * i, ms + 8 * i);
+  QKV_SCALES_IN_MEMORY();
+}
+
 }  // namespace
 }  // namespace qkv::io::qdetail

@@ -47,7 +47,8 @@ QKV_ISA=sse check peak-bad-qkv-isa 2 "^qkv: error: QKV_ISA=sse: expected auto, p
 check attention-isa-json 0 '"blis_kernel": "[a-z0-9]+"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
 check attention-fma-fraction 0 '"fraction_of_fma_peak": [0-9]' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
 # QKV_ISA picks BLIS's kernel too: avx2 -> an AVX2 config (zen3 on AMD, haswell elsewhere), avx512 -> skx
-# (zen3 on AMD family 19h, Zen 4, whose 512-bit operations are two 256-bit halves), portable -> generic; a BLIS_ARCH_TYPE the user set wins (3 is haswell in BLIS 0.9's enum).
+# (zen3 on AMD family 19h, Zen 4, whose 512-bit operations are two 256-bit halves), portable -> generic;
+# a BLIS_ARCH_TYPE the user set wins (3 is haswell in BLIS 0.9's enum).
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   QKV_ISA=avx2 check isa-avx2-blis 0 '"blis_kernel": "(zen3|haswell)"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
   QKV_ISA=avx2 check isa-avx2-gemm 0 '"blis_kernel": "(zen3|haswell)"' -- bench gemm --Ts 8 --repeats 1 --fma-peak 100 --json
