@@ -214,7 +214,8 @@ QKV_SIMD void d_lanes_add(const float* A, size_t lda, const float* B, size_t ldb
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Forward. Work item = (head, query block of kBrF rows); long blocks first. For each key tile:
+// Forward. Work item = (head, query block of kBrF rows); items go head by head, each head's long blocks
+// first, so the threads share one head's K and V in the cache (see flash_kernels.cpp). For each key tile:
 //   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
 //   l = alpha l + Σ_j Pᵀ;  Oᵀ = alpha Oᵀ + Vᵀ Pᵀ;   finally z = Oᵀᵀ / l,  lse = m + log l
 // Query head h reads key/value head h / (H / n_kv). Products run on kVL-lane chunks of the block; a
@@ -223,7 +224,7 @@ QKV_SIMD_ITEM void forward_item(const float* q, const float* k, const float* v, 
                                 int n_kv, int T, int dh, float scale, long w, float* Qt, float* Ot, float* S) {
   const int nqb = (T + kBrF - 1) / kBrF;
   alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
-  const int h = static_cast<int>(w % H), qb = nqb - 1 - static_cast<int>(w / H);
+  const int h = static_cast<int>(w / nqb), qb = nqb - 1 - static_cast<int>(w % nqb);
   const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
   const int nch = (nq + kVL - 1) / kVL, nv = nch * kQV;  // chunks / vectors with real queries
   const size_t base = static_cast<size_t>(h) * T * dh;
