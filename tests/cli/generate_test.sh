@@ -60,6 +60,35 @@ steered=$("$qkv" generate --model "$ind" --text "abcdefgh abcd" --max-new-tokens
 [ "$plain" != "$steered" ] && ok "steering × 8 changes the continuation" || bad "steering changed nothing"
 check steer-echo 0 '"coef": 8' -- generate --model "$ind" --text "hi" --max-new-tokens 2 --steer "$hook:$tmp/v.npy:8" --json
 
+# Many prompts (--prompts / --prompt-ids, one per line, in batches): each line continues as it does alone.
+printf 'xkq8vz3jw|xkq8vz3jw|x\nabcdefgh abcd\r\n\n  \nabxyabxyabxyab\n' >"$tmp/prompts.txt"
+lines=('xkq8vz3jw|xkq8vz3jw|x' 'abcdefgh abcd' 'abxyabxyabxyab')
+seq_field() { /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)["sequences"]; print("\n".join(",".join(map(str,s["tokens"])) if sys.argv[1]=="tokens" else str(s[sys.argv[1]]) for s in d))' "$1"; }
+for bs in 1 2 8; do
+  batched=$("$qkv" generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size $bs --max-new-tokens 12 --temperature 1 --seed 5 --json | seq_field tokens)
+  alone=$(for l in "${lines[@]}"; do "$qkv" generate --model "$ind" --text "$l" --max-new-tokens 12 --temperature 1 --seed 5 --json | field tokens; done)
+  [ -n "$alone" ] && [ "$batched" = "$alone" ] && ok "--prompts --batch-size $bs: every line's sampled tokens are its own run's" || bad "--prompts --batch-size $bs: '$batched' vs '$alone'"
+done
+check prompts-text 0 '^== 3 \(stop_text\)' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 20 --stop xy
+check prompts-line 0 '^abxyabxyabxyabxy$' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 20 --stop xy
+check prompts-stats 0 '\[3 prompts in batches of 2: ' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 4 --batch-size 2
+printf '5,6,7,8\n9\n1,2\n' >"$tmp/ids.txt"
+batched=$("$qkv" generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --batch-size 2 --max-new-tokens 8 --json | seq_field tokens)
+alone=$(for t in 5,6,7,8 9 1,2; do "$qkv" generate --model "$tmp/llama" --tokens $t --max-new-tokens 8 --json | field tokens; done)
+[ "$batched" = "$alone" ] && ok "--prompt-ids: greedy tokens of every line = alone" || bad "--prompt-ids: '$batched' vs '$alone'"
+check prompts-ids-text 0 '^9 \| [0-9]+ ' -- generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --max-new-tokens 3
+: >"$tmp/empty.txt"
+printf '1,2\n3,x\n' >"$tmp/bad-ids.txt"
+printf '1,2\n3,99999\n' >"$tmp/big-ids.txt"
+check prompts-empty 2 "^qkv: error: --prompts: $tmp/empty.txt has no prompt" -- generate --model "$ind" --prompts "$tmp/empty.txt"
+check prompts-missing 1 "^qkv: error: $tmp/nope.txt" -- generate --model "$ind" --prompts "$tmp/nope.txt"
+check prompts-no-tokenizer 2 '^qkv: error: --prompts: .* has no tokenizer beside it; give --prompt-ids' -- generate --model "$tmp/llama" --prompts "$tmp/prompts.txt"
+check prompts-bad-id 2 "^qkv: error: --prompt-ids: $tmp/bad-ids.txt line 2" -- generate --model "$tmp/llama" --prompt-ids "$tmp/bad-ids.txt"
+check prompts-big-id 2 "line 2: id 99999 is outside the vocabulary" -- generate --model "$tmp/llama" --prompt-ids "$tmp/big-ids.txt"
+check prompts-and-text 2 'excludes' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --text hi
+check prompts-batch-0 2 '^qkv: error: --batch-size: 0' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size 0
+check prompts-too-long 2 "^qkv: error: the longest prompt is 21 tokens" -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 120
+
 # Bad input: usage (2) or data (1), never a crash.
 check bad-hook 2 "^qkv: error: --steer: 'blocks.7.hook_resid_pre' is not a hook point" -- generate --model "$ind" --text hi --steer "blocks.7.hook_resid_pre:$tmp/v.npy:1"
 check bad-length 1 "^qkv: error: $tmp/w.npy: 64 values, but $hook has 128 per position" -- generate --model "$ind" --text hi --steer "$hook:$tmp/w.npy:1"

@@ -1,5 +1,6 @@
 // qkv generate — continue a text on any family and format, through the forward's K/V cache, greedy or
 // sampled, optionally steered (--steer HOOK:FILE.npy:COEF); the text streamed as it comes, or --json.
+// qkv generate --prompts FILE — one prompt per line, decoded together in batches (generate_batch).
 // qkv steer — a contrastive steering vector (positive minus negative texts' mean activation) as .npy.
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "qkv/peak.hpp"
 #include "qkv/error.hpp"
 #include "qkv/generate.hpp"
+#include "qkv/io/mapped_file.hpp"
 #include "qkv/io/npy.hpp"
 
 namespace qkv::cli {
@@ -23,6 +25,8 @@ struct GenerateArgs {
   Sampling sampling;
   std::vector<std::string> steer;
   std::string stop;
+  std::string prompts, prompt_ids;  // --prompts / --prompt-ids FILE: one prompt per line, batched
+  int batch_size = 8;
   bool ignore_eos = false, json = false, bandwidth = false;
 };
 
@@ -87,18 +91,36 @@ class TextStream {
   bool print_;
 };
 
-void run_generate(const GenerateArgs& a) {
-  const LoadedLM m = load_lm_arg(a.m);
-  const std::vector<int> prompt = input_ids(m, a.m);
+// The options both forms share: length, sampling, steering, and the tokenizer's EOS as a stop id.
+GenerateOptions generate_options(const GenerateArgs& a, const LoadedLM& m) {
   GenerateOptions o;
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = a.sampling;
   for (const std::string& s : a.steer) o.steer.push_back(parse_steer(s));
-  const Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
-  if (!a.stop.empty() && !tok)
+  if (!a.stop.empty() && !m.tokenizer)
     usage_error("--stop: " + m.path + " has no tokenizer to turn tokens into text");
-  const int eos = tok && !a.ignore_eos ? tok->eos_id() : -1;
+  const int eos = m.tokenizer && !a.ignore_eos ? m.tokenizer->eos_id() : -1;
   if (eos >= 0) o.stop_ids.push_back(eos);
+  return o;
+}
+
+// The stop reason as the CLI names it: --stop's text, the tokenizer's EOS, or generate()'s own.
+std::string stop_reason(bool stopped_by_text, const std::string& engine) {
+  return stopped_by_text ? "stop_text" : engine == "stop_id" ? "eos" : engine;
+}
+
+nlohmann::json steer_json(const GenerateOptions& o) {
+  nlohmann::json steer = nlohmann::json::array();
+  for (const Steer& s : o.steer) steer.push_back({{"hook", s.hook}, {"file", s.source}, {"coef", s.coef}});
+  return steer;
+}
+
+void run_generate(const GenerateArgs& a) {
+  const LoadedLM m = load_lm_arg(a.m);
+  const std::vector<int> prompt = input_ids(m, a.m);
+  GenerateOptions o = generate_options(a, m);
+  const Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
+  const int eos = o.stop_ids.empty() ? -1 : o.stop_ids[0];
   std::optional<TextStream> text;
   if (tok) text.emplace(*tok, prompt, a.stop, !a.json);
   bool stopped_by_text = false;
@@ -113,17 +135,13 @@ void run_generate(const GenerateArgs& a) {
   };
   const GenerateResult r = generate(m.model, prompt, o);
   if (text) text->finish();
-  const std::string reason = stopped_by_text              ? "stop_text"
-                             : r.stop_reason == "stop_id" ? "eos"
-                                                          : r.stop_reason;
+  const std::string reason = stop_reason(stopped_by_text, r.stop_reason);
   if (a.json) {
     // Decoding against the machine's limit: the weights' bytes per token at the triad bandwidth
     // measured now (--bandwidth), on the GEMM threads (peak.hpp, as qkv bench peak).
     const int64_t bytes = weight_bytes_per_token(m.model);
-    const std::optional<Bandwidth> triad = a.bandwidth ? std::optional(measure_bandwidth()) : std::nullopt;
-    const auto limit = [&](double v) { return triad ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    nlohmann::json steer = nlohmann::json::array();
-    for (const Steer& s : o.steer) steer.push_back({{"hook", s.hook}, {"file", s.source}, {"coef", s.coef}});
+    const double gbps = a.bandwidth ? measure_bandwidth().best_gbps : 0.0;
+    const auto limit = [&](double v) { return a.bandwidth ? nlohmann::json(v) : nlohmann::json(nullptr); };
     print_json({{"model", m.path},
                 {"prompt_tokens", prompt.size()},
                 {"tokens", r.tokens},
@@ -133,18 +151,113 @@ void run_generate(const GenerateArgs& a) {
                 {"decode_ms", r.decode_ms},
                 {"tokens_per_second", r.tokens_per_second()},
                 {"weight_bytes_per_token", bytes},
-                {"triad_gb_per_s", limit(triad ? triad->best_gbps : 0)},
-                {"bandwidth_fraction", limit(triad ? r.tokens_per_second() * double(bytes) / (triad->best_gbps * 1e9) : 0)},
+                {"triad_gb_per_s", limit(gbps)},
+                {"bandwidth_fraction", limit(gbps > 0 ? r.tokens_per_second() * double(bytes) / (gbps * 1e9) : 0)},
                 {"temperature", a.sampling.temperature},
                 {"top_k", a.sampling.top_k},
                 {"top_p", a.sampling.top_p},
                 {"seed", a.sampling.seed},
-                {"steer", steer}});
+                {"steer", steer_json(o)}});
     return;
   }
   std::cout << "\n" << std::flush;
   std::fprintf(stderr, "[%zu new tokens (%s) after %zu; prefill %.1f ms, decode %.1f tokens/s]\n",
                r.tokens.size(), reason.c_str(), prompt.size(), r.prefill_ms, r.tokens_per_second());
+}
+
+// The prompts of --prompts (texts, through the tokenizer) or --prompt-ids (comma-separated ids): one per
+// non-blank line (a trailing \r dropped), each checked against the vocabulary; errors name the line.
+struct Prompts {
+  std::vector<std::vector<int>> ids;
+  std::vector<std::string> lines;
+};
+Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
+  const bool texts = !a.prompts.empty();
+  const std::string arg = texts ? "--prompts" : "--prompt-ids", file = texts ? a.prompts : a.prompt_ids;
+  if (texts && !m.tokenizer)
+    usage_error("--prompts: " + m.path + " has no tokenizer beside it; give --prompt-ids (token ids per line)");
+  const io::MappedFile f = io::MappedFile::open(file);
+  const std::string all(reinterpret_cast<const char*>(f.data()), f.size());
+  Prompts out;
+  size_t at = 0;
+  for (int line = 1; at < all.size(); line++) {
+    size_t end = all.find('\n', at);
+    if (end == std::string::npos) end = all.size();
+    std::string l = all.substr(at, end - at);
+    at = end + 1;
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    if (l.find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string where = arg + ": " + file + " line " + std::to_string(line);
+    std::vector<int> ids = texts ? m.tokenizer->encode(l) : parse_ints(where, l);
+    if (ids.empty()) usage_error(where + " is empty after tokenization");
+    for (int id : ids)
+      if (id < 0 || id >= m.model.arch.vocab_size)
+        usage_error(where + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(m.model.arch.vocab_size) + ")");
+    out.ids.push_back(std::move(ids));
+    out.lines.push_back(l);
+  }
+  if (out.ids.empty()) usage_error(arg + ": " + file + " has no prompt (one per non-blank line)");
+  return out;
+}
+
+// --prompts / --prompt-ids: the prompts in batches of --batch-size through generate_batch, each sampled
+// with --seed as if alone (so line b continues as `qkv generate` on that line alone does, to rounding);
+// the results in file order once all are done, or one JSON document with --json.
+void run_generate_batched(const GenerateArgs& a) {
+  if (a.batch_size < 1) usage_error("--batch-size: " + std::to_string(a.batch_size) + " is not >= 1");
+  if (a.bandwidth) usage_error("--bandwidth: measured for one prompt only; leave out --prompts/--prompt-ids");
+  const LoadedLM m = load_lm_arg(a.m);
+  const Prompts in = read_prompts(a, m);
+  const std::vector<std::vector<int>>& prompts = in.ids;
+  const GenerateOptions o = generate_options(a, m);
+  const Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
+  const int eos = o.stop_ids.empty() ? -1 : o.stop_ids[0];
+  nlohmann::json seqs = nlohmann::json::array();
+  double prefill_ms = 0, decode_ms = 0;
+  size_t decoded = 0, produced = 0;
+  for (size_t from = 0; from < prompts.size(); from += size_t(a.batch_size)) {
+    const std::vector<std::vector<int>> part(prompts.begin() + long(from),
+                                             prompts.begin() + long(std::min(prompts.size(), from + size_t(a.batch_size))));
+    std::vector<TextStream> text;
+    if (tok)
+      for (const auto& p : part) text.emplace_back(*tok, p, a.stop, false);
+    std::vector<bool> by_text(part.size(), false);
+    const BatchGenerateResult r = generate_batch(m.model, part, o, {}, [&](int b, int id) {
+      if (id == eos || !tok) return true;
+      by_text[size_t(b)] = !text[size_t(b)].add(id);
+      return !by_text[size_t(b)];
+    });
+    prefill_ms += r.prefill_ms, decode_ms += r.decode_ms;
+    for (size_t b = 0; b < part.size(); b++) {
+      const GenerateResult& g = r.seqs[b];
+      produced += g.tokens.size(), decoded += g.tokens.empty() ? 0 : g.tokens.size() - 1;
+      seqs.push_back({{"prompt_tokens", part[b].size()},
+                      {"tokens", g.tokens},
+                      {"text", tok ? nlohmann::json(text[b].text()) : nlohmann::json(nullptr)},
+                      {"stop_reason", stop_reason(by_text[b], g.stop_reason)}});
+    }
+  }
+  const double tps = decode_ms > 0 ? double(decoded) / (decode_ms / 1000.0) : 0.0;
+  if (a.json) {
+    print_json({{"model", m.path}, {"prompts", prompts.size()}, {"batch_size", a.batch_size},
+                {"sequences", seqs}, {"prefill_ms", prefill_ms}, {"decode_ms", decode_ms},
+                {"tokens_per_second", tps}, {"temperature", a.sampling.temperature},
+                {"top_k", a.sampling.top_k}, {"top_p", a.sampling.top_p}, {"seed", a.sampling.seed},
+                {"steer", steer_json(o)}});
+    return;
+  }
+  // Each prompt as its line, then its continuation (new ids after " | " without a tokenizer).
+  for (size_t b = 0; b < seqs.size(); b++) {
+    std::cout << "== " << b + 1 << " (" << seqs[b]["stop_reason"].get<std::string>() << ")\n" << in.lines[b];
+    if (tok) std::cout << seqs[b]["text"].get<std::string>();
+    else
+      for (size_t i = 0; i < seqs[b]["tokens"].size(); i++) std::cout << (i ? " " : " | ") << seqs[b]["tokens"][i].get<int>();
+    std::cout << "\n";
+  }
+  std::cout << std::flush;
+  std::fprintf(stderr, "[%zu prompts in batches of %d: %zu new tokens; prefill %.1f ms, decode %.1f tokens/s]\n",
+               prompts.size(), a.batch_size, produced, prefill_ms, tps);
 }
 
 struct SteerArgs {
@@ -226,7 +339,21 @@ void register_generate(CLI::App& app) {
     cmd->add_flag("--bandwidth", a->bandwidth,
                   "with --json: measure the memory bandwidth (STREAM triad as qkv bench peak, best of 5) after decoding and give "
                   "tokens/s × weight bytes per token / bandwidth, the fraction of the physical limit reached");
-    cmd->callback([a] { run_generate(*a); });
+    cmd->add_option("--prompts", a->prompts,
+                    "a text file of prompts, one per non-blank line, generated in batches (--batch-size) with the "
+                    "same options; line b continues as generate --text LINE alone does, to rounding");
+    cmd->add_option("--prompt-ids", a->prompt_ids,
+                    "as --prompts, each line comma-separated token ids (e.g. 464,3290,318)");
+    cmd->add_option("--batch-size", a->batch_size,
+                    "with --prompts/--prompt-ids: prompts decoded together through one K/V cache (default 8)");
+    for (const char* one : {"--text", "--tokens", "--prompt-ids"}) cmd->get_option("--prompts")->excludes(one);
+    for (const char* one : {"--text", "--tokens"}) cmd->get_option("--prompt-ids")->excludes(one);
+    cmd->callback([a] {
+      if (!a->prompts.empty() || !a->prompt_ids.empty())
+        run_generate_batched(*a);
+      else
+        run_generate(*a);
+    });
   }
   {
     auto* cmd = app.add_subcommand("steer",
