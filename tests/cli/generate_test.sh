@@ -87,7 +87,7 @@ check prompts-bad-id 2 "^qkv: error: --prompt-ids: $tmp/bad-ids.txt line 2" -- g
 check prompts-big-id 2 "line 2: id 99999 is outside the vocabulary" -- generate --model "$tmp/llama" --prompt-ids "$tmp/big-ids.txt"
 check prompts-and-text 2 'excludes' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --text hi
 check prompts-batch-0 2 '^qkv: error: --batch-size: 0' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size 0
-check prompts-too-long 2 "^qkv: error: the longest prompt is 21 tokens" -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 120
+check prompts-too-long 2 "^qkv: error: --prompts: $tmp/prompts.txt line 1 is 21 tokens and --max-new-tokens 120 more, but the model's context is 128 positions" -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 120
 
 # Bad input: usage (2) or data (1), never a crash.
 check bad-hook 2 "^qkv: error: --steer: 'blocks.7.hook_resid_pre' is not a hook point" -- generate --model "$ind" --text hi --steer "blocks.7.hook_resid_pre:$tmp/v.npy:1"

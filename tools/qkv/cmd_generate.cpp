@@ -194,6 +194,14 @@ Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
       if (id < 0 || id >= m.model.arch.vocab_size)
         usage_error(where + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
                     std::to_string(m.model.arch.vocab_size) + ")");
+    const int64_t ctx = m.model.arch.n_ctx;
+    if (int64_t(ids.size()) + a.max_new_tokens > ctx)
+      usage_error(where + " is " + std::to_string(ids.size()) + " tokens and --max-new-tokens " +
+                  std::to_string(a.max_new_tokens) + " more, but the model's context is " + std::to_string(ctx) +
+                  " positions; " +
+                  (int64_t(ids.size()) < ctx ? "shorten the line or ask for at most " +
+                                                   std::to_string(ctx - int64_t(ids.size())) + " new tokens"
+                                             : std::string("shorten the line")));
     out.ids.push_back(std::move(ids));
     out.lines.push_back(l);
   }
