@@ -87,6 +87,9 @@ check prompts-bad-id 2 "^qkv: error: --prompt-ids: $tmp/bad-ids.txt line 2" -- g
 check prompts-big-id 2 "line 2: id 99999 is outside the vocabulary" -- generate --model "$tmp/llama" --prompt-ids "$tmp/big-ids.txt"
 check prompts-and-text 2 'excludes' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --text hi
 check prompts-batch-0 2 '^qkv: error: --batch-size: 0' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size 0
+"$qkv" init --arch llama --preset tiny --out "$tmp/long-llama" --set max_position_embeddings=1000000 >/dev/null 2>&1
+for i in $(seq 1000); do echo 1,2,3; done >"$tmp/1000.txt"
+check prompts-batch-memory 2 '^qkv: error: --batch-size 1000: the K/V cache of a batch would take 244142 MiB, more than half' -- generate --model "$tmp/long-llama" --prompt-ids "$tmp/1000.txt" --batch-size 1000 --max-new-tokens 500000
 check prompts-too-long 2 "^qkv: error: --prompts: $tmp/prompts.txt line 1 is 21 tokens and --max-new-tokens 120 more, but the model's context is 128 positions" -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 120
 
 # Bad input: usage (2) or data (1), never a crash.

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <optional>
 
+#include <unistd.h>
+
 #include "cli.hpp"
 #include "model_input.hpp"
 #include "qkv/analysis/steer.hpp"
@@ -209,6 +211,21 @@ Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
   return out;
 }
 
+// Refuses a --batch-size whose K/V cache (every layer's keys and values of `longest` + --max-new-tokens
+// positions per sequence, float32) would take more than half the machine's memory: a usage error with the
+// numbers instead of an allocation the machine cannot hold.
+void check_batch_memory(const GenerateArgs& a, const Model& m, const std::vector<std::vector<int>>& prompts) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  const double B = double(std::min<size_t>(prompts.size(), size_t(a.batch_size)));
+  const double bytes = B * m.arch.n_layer * 2.0 * m.arch.kv_dim() * double(longest + size_t(a.max_new_tokens)) * 4;
+  const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (mem > 0 && bytes > mem / 2)
+    usage_error("--batch-size " + std::to_string(a.batch_size) + ": the K/V cache of a batch would take " +
+                std::to_string(int64_t(bytes / (1 << 20))) + " MiB, more than half of this machine's " +
+                std::to_string(int64_t(mem / (1 << 20))) + " MiB; use a smaller --batch-size");
+}
+
 // --prompts / --prompt-ids: the prompts in batches of --batch-size through generate_batch, each sampled
 // with --seed as if alone (so line b continues as `qkv generate` on that line alone does, to rounding);
 // the results in file order once all are done, or one JSON document with --json.
@@ -218,6 +235,7 @@ void run_generate_batched(const GenerateArgs& a) {
   const LoadedLM m = load_lm_arg(a.m);
   const Prompts in = read_prompts(a, m);
   const std::vector<std::vector<int>>& prompts = in.ids;
+  check_batch_memory(a, m.model, prompts);
   const GenerateOptions o = generate_options(a, m);
   const Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
   const int eos = o.stop_ids.empty() ? -1 : o.stop_ids[0];
