@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include <unistd.h>
@@ -178,8 +179,10 @@ Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
   const std::string arg = texts ? "--prompts" : "--prompt-ids", file = texts ? a.prompts : a.prompt_ids;
   if (texts && !m.tokenizer)
     usage_error("--prompts: " + m.path + " has no tokenizer beside it; give --prompt-ids (token ids per line)");
-  const io::MappedFile f = io::MappedFile::open(file);
-  const std::string all(reinterpret_cast<const char*>(f.data()), f.size());
+  const std::string all = file == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : [&] {
+    const io::MappedFile f = io::MappedFile::open(file);
+    return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+  }();
   Prompts out;
   size_t at = 0;
   for (int line = 1; at < all.size(); line++) {
@@ -189,7 +192,7 @@ Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
     at = end + 1;
     if (!l.empty() && l.back() == '\r') l.pop_back();
     if (l.find_first_not_of(" \t") == std::string::npos) continue;
-    const std::string where = arg + ": " + file + " line " + std::to_string(line);
+    const std::string where = arg + ": " + (file == "-" ? "stdin" : file) + " line " + std::to_string(line);
     std::vector<int> ids = texts ? m.tokenizer->encode(l) : parse_ints(where, l);
     if (ids.empty()) usage_error(where + " is empty after tokenization");
     for (int id : ids)
@@ -207,7 +210,7 @@ Prompts read_prompts(const GenerateArgs& a, const LoadedLM& m) {
     out.ids.push_back(std::move(ids));
     out.lines.push_back(l);
   }
-  if (out.ids.empty()) usage_error(arg + ": " + file + " has no prompt (one per non-blank line)");
+  if (out.ids.empty()) usage_error(arg + ": " + (file == "-" ? "stdin" : file) + " has no prompt (one per non-blank line)");
   return out;
 }
 
@@ -366,7 +369,7 @@ void register_generate(CLI::App& app) {
                   "with --json: measure the memory bandwidth (STREAM triad as qkv bench peak, best of 5) after decoding and give "
                   "tokens/s × weight bytes per token / bandwidth, the fraction of the physical limit reached");
     cmd->add_option("--prompts", a->prompts,
-                    "a text file of prompts, one per non-blank line, generated in batches (--batch-size) with the "
+                    "a text file of prompts (- for stdin), one per non-blank line, generated in batches (--batch-size) with the "
                     "same options; line b continues as generate --text LINE alone does, to rounding");
     cmd->add_option("--prompt-ids", a->prompt_ids,
                     "as --prompts, each line comma-separated token ids (e.g. 464,3290,318)");
