@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/load_util.hpp"
 #include "qkv/error.hpp"
 #include "qkv/family.hpp"
 #include "qkv/io/half.hpp"
@@ -78,37 +79,6 @@ void permute_rows(const T* src, T* dst, int64_t rows, int64_t cols, int heads, b
         const int64_t from = to_gguf ? hf : gg, to = to_gguf ? gg : hf;
         std::memcpy(dst + to * cols, src + from * cols, size_t(cols) * sizeof(T));
       }
-}
-
-void check_finite(const Weight& w, const std::string& file) {
-  const int64_t n = w.numel();
-  int64_t bad = -1;
-  if (w.type == WeightType::GGML) {  // dequantized a chunk of rows at a time, never whole
-    const int64_t row = w.shape.size() > 1 ? w.numel() / w.shape[0] : n;
-    const int64_t step = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(row, 1)) * row;
-    std::vector<float> buf(size_t(std::min(step, n)));
-    for (int64_t b = 0; b < n && bad < 0; b += step) {
-      const int64_t k = std::min(step, n - b);
-      w.read(b, k, buf.data());
-      for (int64_t i = 0; i < k && bad < 0; i++)
-        if (!std::isfinite(buf[size_t(i)])) bad = b + i;
-    }
-  } else if (w.type == WeightType::F32) {
-    const auto* p = static_cast<const uint32_t*>(w.data);
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if ((p[i] & 0x7f800000u) == 0x7f800000u) bad = i;
-  } else {
-    const auto* p = static_cast<const uint16_t*>(w.data);
-    const uint16_t e = w.type == WeightType::F16 ? 0x7c00 : 0x7f80;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if ((p[i] & e) == e) bad = i;
-  }
-  if (bad >= 0) {
-    float v;
-    w.read(bad, 1, &v);
-    data_error(file + ": tensor '" + w.name + "' holds " + (std::isnan(v) ? "NaN" : "Inf") +
-               " at flat index " + std::to_string(bad) + "; refusing to compute with it");
-  }
 }
 
 std::string ne_string(const std::vector<uint64_t>& ne) {
@@ -546,7 +516,7 @@ Model load_gguf_lm(const std::string& path) {
     Weight* w = slot(m, s);
     w->name = s.name;
     view_tensor(f, t, permuted_heads(g, m.arch, s.role), m, *w, notes);
-    check_finite(*w, path);
+    detail::check_finite(*w, path);
     m.index[s.name] = i;
   }
   m.keep_alive.push_back(file);

@@ -1,5 +1,7 @@
 // Loading a model of any family (lm.hpp): config.json -> Arch, the family's tensor table checked
 // against the file(s), weights as views into the mappings (F32 in place when aligned; F16/BF16 as stored).
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,8 @@
 #include "qkv/io/gguf_quant.hpp"
 #include "qkv/io/half.hpp"
 #include "qkv/io/mapped_file.hpp"
+#include "qkv/io/qmatmul.hpp"
+#include "qkv/io/qpanel.hpp"
 #include "qkv/io/safetensors.hpp"
 #include "qkv/lm.hpp"
 
@@ -112,20 +116,67 @@ json read_json(const std::string& path) {
   }
 }
 
-// Refuses NaN and Inf by their bit patterns (exponent all ones), without converting anything.
+namespace {
+// The first i < n with (p[i] & e) == e (an all-ones exponent: Inf or NaN), or -1. Chunks of 4096 are
+// or-reduced without an early exit, which the compiler vectorizes; only a chunk with a hit is searched.
+template <class U>
+int64_t first_nonfinite(const U* p, int64_t n, U e) {
+  constexpr int64_t kChunk = 4096;
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t k = std::min(kChunk, n - b);
+    unsigned hit = 0;
+    for (int64_t i = 0; i < k; i++) hit |= unsigned((p[b + i] & e) == e);
+    if (hit)
+      for (int64_t i = 0; i < k; i++)
+        if ((p[b + i] & e) == e) return b + i;
+  }
+  return -1;
+}
+
+// The same for a quantized (GGML) weight, by its dequantized values, never expanded whole: an [out, in]
+// matrix of a type with vector decoders (io/qpanel.hpp) in panels of about 256 Ki values over the threads
+// (the lowest bad index wins, as a sequential scan would find it); anything else through Weight::read,
+// about 1 Mi values (whole rows) at a time.
+int64_t first_nonfinite_ggml(const Weight& w) {
+  const int64_t n = w.numel(), row = w.shape.size() > 1 ? n / w.shape[0] : n;
+  const auto t = io::GgmlType(w.ggml_type);
+  if (w.shape.size() == 2 && !w.in_out && io::qmatmul_supports(t) && row % io::ggml_type_traits(w.ggml_type)->block_size == 0) {
+    const int rows = int(w.shape[0]), per = int(std::max<int64_t>(1, (int64_t(1) << 18) / row));
+    const int panels = (rows + per - 1) / per;
+    int64_t first = n;
+#pragma omp parallel reduction(min : first) if (panels > 1)
+    {
+      std::vector<float> buf(size_t(std::min(per, rows)) * size_t(row));
+#pragma omp for schedule(dynamic, 1)
+      for (int p = 0; p < panels; p++) {
+        const int r0 = p * per, r1 = std::min(rows, r0 + per);
+        io::dequantize_panel(t, w.data, r0, r1, int(row), buf.data());
+        const int64_t i = first_nonfinite(reinterpret_cast<const uint32_t*>(buf.data()), int64_t(r1 - r0) * row, 0x7f800000u);
+        if (i >= 0) first = std::min(first, int64_t(r0) * row + i);
+      }
+    }
+    return first < n ? first : -1;
+  }
+  const int64_t step = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(row, 1)) * row;
+  std::vector<float> buf(size_t(std::min(step, n)));
+  for (int64_t b = 0; b < n; b += step) {
+    const int64_t k = std::min(step, n - b);
+    w.read(b, k, buf.data());
+    const int64_t i = first_nonfinite(reinterpret_cast<const uint32_t*>(buf.data()), k, 0x7f800000u);
+    if (i >= 0) return b + i;
+  }
+  return -1;
+}
+}  // namespace
+
+// Refuses NaN and Inf: F32/F16/BF16 by their bit patterns (exponent all ones), without converting
+// anything; a quantized (GGML) weight by its dequantized values.
 void check_finite(const Weight& w, const std::string& file) {
   const int64_t n = w.numel();
-  int64_t bad = -1;
-  if (w.type == WeightType::F32) {
-    const auto* p = static_cast<const uint32_t*>(w.data);
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if ((p[i] & 0x7f800000u) == 0x7f800000u) bad = i;
-  } else {
-    const auto* p = static_cast<const uint16_t*>(w.data);
-    const uint16_t e = w.type == WeightType::F16 ? 0x7c00 : 0x7f80;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if ((p[i] & e) == e) bad = i;
-  }
+  const int64_t bad = w.type == WeightType::F32    ? first_nonfinite(static_cast<const uint32_t*>(w.data), n, 0x7f800000u)
+                      : w.type == WeightType::GGML ? first_nonfinite_ggml(w)
+                                                   : first_nonfinite(static_cast<const uint16_t*>(w.data), n,
+                                                                     uint16_t(w.type == WeightType::F16 ? 0x7c00 : 0x7f80));
   if (bad >= 0) {
     float v;
     w.read(bad, 1, &v);

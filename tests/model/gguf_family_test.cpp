@@ -421,6 +421,17 @@ TEST(GgufFamily, BadFilesAreNamed) {
                              t = io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data());
                        }),
                "NaN");
+  // A quantized tensor whose block scale is NaN: found through its dequantized values, named with the index.
+  expect_error(rewrite(tmp("h.gguf"),
+                       [](auto&, auto& ts) {
+                         for (auto& t : ts)
+                           if (t.name == "blk.1.ffn_down.weight") {
+                             std::vector<float> x(size_t(t.ne[0] * t.ne[1]), 0.5f);
+                             t = io::make_gguf_tensor(t.name, io::GgmlType::Q8_0, t.ne, x.data());
+                             t.data[34] = 0x00, t.data[35] = 0x7e;  // block 1's f16 scale: NaN
+                           }
+                       }),
+               "tensor blk.1.ffn_down.weight holds NaN at flat index 32");
   // A family qkv does not write as GGUF.
   nlohmann::json neo = default_config("gpt_neox", "tiny");
   write_random_checkpoint(tmp("neox"), neo, WeightType::F32, 1, 1);
