@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -133,6 +134,20 @@ int64_t first_nonfinite(const U* p, int64_t n, U e) {
   return -1;
 }
 
+// The same over float values: NaN and ±Inf are the values with !(|x| <= FLT_MAX).
+int64_t first_nonfinite(const float* p, int64_t n) {
+  constexpr int64_t kChunk = 4096;
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t k = std::min(kChunk, n - b);
+    unsigned hit = 0;
+    for (int64_t i = 0; i < k; i++) hit |= unsigned(!(std::fabs(p[b + i]) <= FLT_MAX));
+    if (hit)
+      for (int64_t i = 0; i < k; i++)
+        if (!std::isfinite(p[b + i])) return b + i;
+  }
+  return -1;
+}
+
 // The same for a quantized (GGML) weight, by its dequantized values, never expanded whole: an [out, in]
 // matrix of a type with vector decoders (io/qpanel.hpp) in panels of about 256 Ki values over the threads
 // (the lowest bad index wins, as a sequential scan would find it); anything else through Weight::read,
@@ -151,7 +166,7 @@ int64_t first_nonfinite_ggml(const Weight& w) {
       for (int p = 0; p < panels; p++) {
         const int r0 = p * per, r1 = std::min(rows, r0 + per);
         io::dequantize_panel(t, w.data, r0, r1, int(row), buf.data());
-        const int64_t i = first_nonfinite(reinterpret_cast<const uint32_t*>(buf.data()), int64_t(r1 - r0) * row, 0x7f800000u);
+        const int64_t i = first_nonfinite(buf.data(), int64_t(r1 - r0) * row);
         if (i >= 0) first = std::min(first, int64_t(r0) * row + i);
       }
     }
@@ -162,7 +177,7 @@ int64_t first_nonfinite_ggml(const Weight& w) {
   for (int64_t b = 0; b < n; b += step) {
     const int64_t k = std::min(step, n - b);
     w.read(b, k, buf.data());
-    const int64_t i = first_nonfinite(reinterpret_cast<const uint32_t*>(buf.data()), k, 0x7f800000u);
+    const int64_t i = first_nonfinite(buf.data(), k);
     if (i >= 0) return b + i;
   }
   return -1;
