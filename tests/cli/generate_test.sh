@@ -73,6 +73,7 @@ check prompts-text 0 '^== 3 \(stop_text\)' -- generate --model "$ind" --prompts 
 check prompts-line 0 '^abxyabxyabxyabxy$' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 20 --stop xy
 piped=$(printf 'abab\nxyzxyz\n' | "$qkv" generate --model "$ind" --prompts - --max-new-tokens 6 2>/dev/null | grep -v '^==')
 [ "$piped" = $'ababababab\nxyzxyzxyzxyz' ] && ok "--prompts - reads stdin" || bad "--prompts -: '$piped'"
+check prompts-progress 0 '^generate: 3/3 prompts, [0-9]+ new tokens, .* tokens/s end to end' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 4 --batch-size 1
 check prompts-stats 0 '\[3 prompts in batches of 2: ' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 4 --batch-size 2
 printf '5,6,7,8\n9\n1,2\n' >"$tmp/ids.txt"
 batched=$("$qkv" generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --batch-size 2 --max-new-tokens 8 --json | seq_field tokens)

@@ -229,6 +229,22 @@ void check_batch_memory(const GenerateArgs& a, const Model& m, const std::vector
                 std::to_string(int64_t(mem / (1 << 20))) + " MiB; use a smaller --batch-size");
 }
 
+// After each batch when there are several: prompts done and tokens/s so far on stderr, one line redrawn
+// in place on a terminal, a line per tenth otherwise (CI logs), as qkv sweep and qkv train show theirs.
+void show_batch_progress(size_t done, size_t total, size_t tokens, double ms) {
+  static const bool tty = isatty(STDERR_FILENO);
+  static int last_decile = -1;
+  char line[160];
+  std::snprintf(line, sizeof line, "generate: %zu/%zu prompts, %zu new tokens, %.1f tokens/s end to end", done, total, tokens,
+                ms > 0 ? double(tokens) / (ms / 1000.0) : 0.0);
+  if (tty) {
+    std::fprintf(stderr, "\r%s\033[K%s", line, done == total ? "\n" : "");
+  } else if (int(10.0 * double(done) / double(total)) != last_decile) {
+    last_decile = int(10.0 * double(done) / double(total));
+    std::fprintf(stderr, "%s\n", line);
+  }
+}
+
 // --prompts / --prompt-ids: the prompts in batches of --batch-size through generate_batch, each sampled
 // with --seed as if alone (so line b continues as `qkv generate` on that line alone does, to rounding);
 // the results in file order once all are done, or one JSON document with --json.
@@ -266,6 +282,8 @@ void run_generate_batched(const GenerateArgs& a) {
                       {"text", tok ? nlohmann::json(text[b].text()) : nlohmann::json(nullptr)},
                       {"stop_reason", stop_reason(by_text[b], g.stop_reason)}});
     }
+    if (prompts.size() > size_t(a.batch_size))
+      show_batch_progress(seqs.size(), prompts.size(), produced, prefill_ms + decode_ms);
   }
   const double tps = decode_ms > 0 ? double(decoded) / (decode_ms / 1000.0) : 0.0;
   if (a.json) {
