@@ -65,7 +65,7 @@ printf 'xkq8vz3jw|xkq8vz3jw|x\nabcdefgh abcd\r\n\n  \nabxyabxyabxyab\n' >"$tmp/p
 lines=('xkq8vz3jw|xkq8vz3jw|x' 'abcdefgh abcd' 'abxyabxyabxyab')
 seq_field() { /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)["sequences"]; print("\n".join(",".join(map(str,s["tokens"])) if sys.argv[1]=="tokens" else str(s[sys.argv[1]]) for s in d))' "$1"; }
 for bs in 1 2 8; do
-  batched=$("$qkv" generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size $bs --max-new-tokens 12 --temperature 1 --seed 5 --json | seq_field tokens)
+  batched=$("$qkv" generate --model "$ind" --prompts "$tmp/prompts.txt" --batch-size $bs --max-new-tokens 12 --temperature 1 --seed 5 --json 2>/dev/null | seq_field tokens)
   alone=$(for l in "${lines[@]}"; do "$qkv" generate --model "$ind" --text "$l" --max-new-tokens 12 --temperature 1 --seed 5 --json | field tokens; done)
   [ -n "$alone" ] && [ "$batched" = "$alone" ] && ok "--prompts --batch-size $bs: every line's sampled tokens are its own run's" || bad "--prompts --batch-size $bs: '$batched' vs '$alone'"
 done
@@ -76,7 +76,7 @@ piped=$(printf 'abab\nxyzxyz\n' | "$qkv" generate --model "$ind" --prompts - --m
 check prompts-progress 0 '^generate: 3/3 prompts, [0-9]+ new tokens, .* tokens/s end to end' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 4 --batch-size 1
 check prompts-stats 0 '\[3 prompts in batches of 2: ' -- generate --model "$ind" --prompts "$tmp/prompts.txt" --max-new-tokens 4 --batch-size 2
 printf '5,6,7,8\n9\n1,2\n' >"$tmp/ids.txt"
-batched=$("$qkv" generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --batch-size 2 --max-new-tokens 8 --json | seq_field tokens)
+batched=$("$qkv" generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --batch-size 2 --max-new-tokens 8 --json 2>/dev/null | seq_field tokens)
 alone=$(for t in 5,6,7,8 9 1,2; do "$qkv" generate --model "$tmp/llama" --tokens $t --max-new-tokens 8 --json | field tokens; done)
 [ "$batched" = "$alone" ] && ok "--prompt-ids: greedy tokens of every line = alone" || bad "--prompt-ids: '$batched' vs '$alone'"
 check prompts-ids-text 0 '^9 \| [0-9]+ ' -- generate --model "$tmp/llama" --prompt-ids "$tmp/ids.txt" --max-new-tokens 3
