@@ -363,14 +363,18 @@ function sdSaturation() {
 
 // ---- panel: seed 004's running example "the cat climbed the" ------------------------------------------
 
-const RE = { res: null, row: 4, head: 0, fig: null, geom: null };
+const RE = { res: null, row: 4, head: 0, fig: null, geom: null, seq: 0 };
 const f3 = (v) => (v === null || v === undefined ? '—' : v.toFixed(3));
 const vec3 = (a) => '[' + a.map(f3).join(', ') + ']';
 const cols = (p) => '[' + p.map((c) => 'u' + c).join(', ') + ']';
 
+// A response is shown only if no later request was made meanwhile (responses can arrive out of order).
 const reLoad = debounce(async () => {
+  const seq = ++RE.seq;
   try {
-    RE.res = await api('/api/running-example', { scale: $('re-scale').checked, masked: $('re-masked').checked });
+    const res = await api('/api/running-example', { scale: $('re-scale').checked, masked: $('re-masked').checked });
+    if (seq !== RE.seq) return;
+    RE.res = res;
     showError('re-error', '');
     reRender();
   } catch (e) { showError('re-error', e.message); }
@@ -424,14 +428,17 @@ function reFigure() {
 
 // ---- panel: the whole matrix under four score functions ---------------------------------------------
 
-const WM = { res: null, geom: null, fig: null, hover: null };
+const WM = { res: null, geom: null, fig: null, hover: null, seq: 0 };
 
 const wmLoad = debounce(async () => {
   const dk = 2 ** Number($('wm-dk').value);
   $('wm-dk-out').textContent = dk;
+  const seq = ++WM.seq;  // only the latest request's response is shown, as reLoad
   try {
-    WM.res = await api('/api/whole-matrix', { text: $('wm-text').value, score: $('wm-score').value, d_k: dk,
+    const res = await api('/api/whole-matrix', { text: $('wm-text').value, score: $('wm-score').value, d_k: dk,
       scale: $('wm-scale').checked, masked: $('wm-masked').checked });
+    if (seq !== WM.seq) return;
+    WM.res = res;
     showError('wm-error', '');
     wmRender();
   } catch (e) { showError('wm-error', e.message); }

@@ -74,7 +74,16 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     // ---- seed 004's running example: the page's numbers are the CLI's JSON ----
     const cli = (...args) => JSON.parse(execFileSync(qkv, ['example', ...args, '--json']).toString());
     const reBars = () => page.$$eval('#re-bars .bar', (bs) => bs.map((b) => ({ shown: b.querySelector('b').textContent, value: Number(b.dataset.value) })));
-    const reWait = (want) => waitFor(page, (w) => [...document.querySelectorAll('#re-bars .bar b')].map((b) => b.textContent).join(' ') === w, want, { timeout: 5000 }).catch(() => {});
+    const reWait = (want) => waitFor(page, (w) => [...document.querySelectorAll('#re-bars .bar b')].map((b) => b.textContent).join(' ') === w, want, { timeout: 20000 }).catch(() => {});
+    // A row button is replaced whenever the panel redraws, so a click can land between two draws: click
+    // until the row is the followed one.
+    const pickRow = async (k) => {
+      const sel = `#re-rows button[data-row="${k}"]`;
+      for (let t = 0; t < 30 && !(await page.$(sel + '.on')); t++) {
+        await page.click(sel);
+        await waitFor(page, (q) => !!document.querySelector(q), sel + '.on', { timeout: 1000 }).catch(() => {});
+      }
+    };
     await page.locator('#running').scrollIntoViewIfNeeded();
     await reWait('0.011 0.035 0.622 0.319 0.014');
     const run = cli('running');
@@ -87,7 +96,7 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     check('running example: Σ a·v equals the CLI\'s O[4]', reOut[0] === run.heads[0].O[4][0] && reOut[1] === run.heads[0].O[4][1], JSON.stringify(reOut));
     const rule = await page.textContent('#re-rule');
     check('running example: the reconstruction of X is stated', /Rows 1-4 are reconstructed/.test(rule) && /21 of 21/.test(rule), rule.slice(0, 80));
-    await page.click('#re-rows button[data-row="0"]');
+    await pickRow(0);
     await reWait('0.008 0.040 0.657 0.285 0.011');
     rb = await reBars();
     check('pick a token: "the" puts 0.66 on ␣climb unmasked (CLI\'s A[0][2])', rb[2].value === run.heads[0].A[0][2] && rb[2].shown === '0.657', rb[2].shown);
@@ -98,7 +107,7 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     check('causal mask: "the" can only look at itself', rb[0].value === runM.heads[0].A[0][0] && rb[0].value === 1, rb.map((b) => b.shown).join(' '));
     await page.uncheck('#re-masked');
     await page.uncheck('#re-scale');
-    await page.click('#re-rows button[data-row="4"]');
+    await pickRow(4);
     await reWait('0.002 0.012 0.707 0.275 0.003');
     const runN = cli('running', '--no-scale');
     rb = await reBars();
