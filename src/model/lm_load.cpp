@@ -118,34 +118,29 @@ json read_json(const std::string& path) {
 }
 
 namespace {
-// The first i < n with (p[i] & e) == e (an all-ones exponent: Inf or NaN), or -1. Chunks of 4096 are
-// or-reduced without an early exit, which the compiler vectorizes; only a chunk with a hit is searched.
-template <class U>
-int64_t first_nonfinite(const U* p, int64_t n, U e) {
+// The first i < n with bad(p[i]), or -1. Chunks of 4096 are or-reduced without an early exit, which the
+// compiler vectorizes; only a chunk with a hit is searched.
+template <class T, class Bad>
+int64_t first_where(const T* p, int64_t n, Bad bad) {
   constexpr int64_t kChunk = 4096;
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t k = std::min(kChunk, n - b);
     unsigned hit = 0;
-    for (int64_t i = 0; i < k; i++) hit |= unsigned((p[b + i] & e) == e);
+    for (int64_t i = 0; i < k; i++) hit |= unsigned(bad(p[b + i]));
     if (hit)
       for (int64_t i = 0; i < k; i++)
-        if ((p[b + i] & e) == e) return b + i;
+        if (bad(p[b + i])) return b + i;
   }
   return -1;
 }
 
-// The same over float values: NaN and ±Inf are the values with !(|x| <= FLT_MAX).
+// Stored bits with an all-ones exponent e (Inf or NaN), or float values with !(|x| <= FLT_MAX).
+template <class U>
+int64_t first_nonfinite(const U* p, int64_t n, U e) {
+  return first_where(p, n, [e](U x) { return (x & e) == e; });
+}
 int64_t first_nonfinite(const float* p, int64_t n) {
-  constexpr int64_t kChunk = 4096;
-  for (int64_t b = 0; b < n; b += kChunk) {
-    const int64_t k = std::min(kChunk, n - b);
-    unsigned hit = 0;
-    for (int64_t i = 0; i < k; i++) hit |= unsigned(!(std::fabs(p[b + i]) <= FLT_MAX));
-    if (hit)
-      for (int64_t i = 0; i < k; i++)
-        if (!std::isfinite(p[b + i])) return b + i;
-  }
-  return -1;
+  return first_where(p, n, [](float x) { return !(std::fabs(x) <= FLT_MAX); });
 }
 
 // The same for a quantized (GGML) weight, by its dequantized values, never expanded whole: an [out, in]
