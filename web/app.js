@@ -26,6 +26,14 @@ async function api(path, body) {
   return j;
 }
 
+// Requests of one panel are numbered: `const current = latest('panel')` before a request, and the answer
+// (a result or an error) is shown only if current() is still true, i.e. no later request of that panel was
+// made meanwhile — responses can arrive out of order, and a slow stale one must not overwrite a newer one.
+const latest = (() => {
+  const last = {};
+  return (key) => { const n = (last[key] = (last[key] || 0) + 1); return () => last[key] === n; };
+})();
+
 function debounce(fn, ms) {
   let t = 0;
   return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); };
@@ -262,11 +270,14 @@ function sdTable() {
 }
 
 const sdCompute = debounce(async () => {
+  const current = latest('sd');
   try {
-    SD.res = await api('/api/soft-dictionary', { names: SD.names, Q: SD.Q, K: SD.K, V: SD.V, scale: $('sd-scale').checked });
+    const res = await api('/api/soft-dictionary', { names: SD.names, Q: SD.Q, K: SD.K, V: SD.V, scale: $('sd-scale').checked });
+    if (!current()) return;
+    SD.res = res;
     showError('sd-error', '');
     sdRender();
-  } catch (e) { showError('sd-error', e.message); }
+  } catch (e) { if (current()) showError('sd-error', e.message); }
 }, 60);
 
 function sdRender() {
@@ -344,8 +355,10 @@ function sdSaturation() {
     const g = gaussians(2 * n * dk, 7);
     const Q = [], K = [];
     for (let i = 0; i < n; i++) { Q.push(g.slice(i * dk, (i + 1) * dk)); K.push(g.slice((n + i) * dk, (n + i + 1) * dk)); }
+    const current = latest('sat');
     try {
       const r = await api('/api/soft-dictionary', { Q, K, scale: $('sd-scale').checked });
+      if (!current()) return;
       const labels = [...Array(n).keys()].map((i) => 't' + (i + 1));
       const spec = { rows: n, cols: n, get: (i, j) => r.weights[i][j], rowLabels: labels, colLabels: labels, title: `A, d_k = ${dk}, ${r.scale ? 'divided by √d_k' : 'not divided'}`, scale: 'seq', lo: 0, hi: 1, cell: 40, showValues: true };
       const gl = layoutHeatmap(spec);
@@ -357,27 +370,26 @@ function sdSaturation() {
         `${hard} of ${n} rows put more than 0.9 on one key` + (hard >= n / 2 ? ' — close to a hard argmax, where the gradient through the softmax is ≈ 0.' : '.');
       $('sat-note').dataset.meanMax = String(mean);
       showError('sd-error', '');
-    } catch (e) { showError('sd-error', e.message); }
+    } catch (e) { if (current()) showError('sd-error', e.message); }
   }, 60);
 }
 
 // ---- panel: seed 004's running example "the cat climbed the" ------------------------------------------
 
-const RE = { res: null, row: 4, head: 0, fig: null, geom: null, seq: 0 };
+const RE = { res: null, row: 4, head: 0, fig: null, geom: null };
 const f3 = (v) => (v === null || v === undefined ? '—' : v.toFixed(3));
 const vec3 = (a) => '[' + a.map(f3).join(', ') + ']';
 const cols = (p) => '[' + p.map((c) => 'u' + c).join(', ') + ']';
 
-// A response is shown only if no later request was made meanwhile (responses can arrive out of order).
 const reLoad = debounce(async () => {
-  const seq = ++RE.seq;
+  const current = latest('re');
   try {
     const res = await api('/api/running-example', { scale: $('re-scale').checked, masked: $('re-masked').checked });
-    if (seq !== RE.seq) return;
+    if (!current()) return;
     RE.res = res;
     showError('re-error', '');
     reRender();
-  } catch (e) { showError('re-error', e.message); }
+  } catch (e) { if (current()) showError('re-error', e.message); }
 }, 40);
 
 function reRender() {
@@ -428,20 +440,20 @@ function reFigure() {
 
 // ---- panel: the whole matrix under four score functions ---------------------------------------------
 
-const WM = { res: null, geom: null, fig: null, hover: null, seq: 0 };
+const WM = { res: null, geom: null, fig: null, hover: null };
 
 const wmLoad = debounce(async () => {
   const dk = 2 ** Number($('wm-dk').value);
   $('wm-dk-out').textContent = dk;
-  const seq = ++WM.seq;  // only the latest request's response is shown, as reLoad
+  const current = latest('wm');
   try {
     const res = await api('/api/whole-matrix', { text: $('wm-text').value, score: $('wm-score').value, d_k: dk,
       scale: $('wm-scale').checked, masked: $('wm-masked').checked });
-    if (seq !== WM.seq) return;
+    if (!current()) return;
     WM.res = res;
     showError('wm-error', '');
     wmRender();
-  } catch (e) { showError('wm-error', e.message); }
+  } catch (e) { if (current()) showError('wm-error', e.message); }
 }, 80);
 
 function wmSpec(hl) {
@@ -521,6 +533,7 @@ function modelInput() {
 
 const onText = debounce(async () => {
   M.input = null;
+  const current = latest('text');
   const text = $('text').value;
   const ids = parseIds(text);
   if (ids) {
@@ -532,11 +545,12 @@ const onText = debounce(async () => {
   }
   try {
     const t = await api('/api/tokenize', { text });
+    if (!current()) return;
     $('tok-count').textContent = `${t.count} / ${t.n_positions} tokens`;
     $('tok-count').className = t.fits ? 'muted' : 'error';
     if (t.fits && t.count > 0) loadAttention(true);
     else if (!t.fits) showError('model-error', `the text is ${t.count} tokens but the model's context is ${t.n_positions} tokens; shorten it (nothing is truncated)`);
-  } catch (e) { showError('model-error', e.message); }
+  } catch (e) { if (current()) showError('model-error', e.message); }
 }, 250);
 
 async function loadAttention(withGrid) {
@@ -988,7 +1002,7 @@ async function patchSite(ij) {
     showError('patch-error', '');
     drawSite();
     document.body.dataset.siteReady = `${s.layer},${s.head},${s.pos}`;
-  } catch (e) { showError('patch-error', e.message); }
+  } catch (e) { if (PA.site.s === s) showError('patch-error', e.message); }
 }
 
 function siteSpecs() {
@@ -1039,13 +1053,16 @@ async function dlaRun() {
   const pos = Number($('patch-pos').value);
   if (pos >= 0) body.position = pos;
   $('dla-status').textContent = 'attributing…';
+  const current = latest('dla');
   try {
-    DLA.res = await api('/api/attribute', body);
+    const res = await api('/api/attribute', body);
+    if (!current()) return;
+    DLA.res = res;
     showError('dla-error', '');
     drawDla();
     $('dla-status').textContent = '';
     document.body.dataset.dlaReady = String(Date.now());
-  } catch (e) { $('dla-status').textContent = ''; showError('dla-error', e.message); }
+  } catch (e) { if (current()) { $('dla-status').textContent = ''; showError('dla-error', e.message); } }
 }
 
 function dlaSpec() {
@@ -1089,8 +1106,10 @@ async function pathRun() {
   body.path = `${$('path-sender').value.trim()}:${$('path-receiver').value.trim()}:${$('path-input').value}`;
   const out = $('path-result');
   out.textContent = 'patching the path…'; out.classList.add('busy');
+  const current = latest('path');
   try {
     const r = await api('/api/path-patch', body);
+    if (!current()) return;
     showError('patch-error', '');
     const [s, rc, inp] = r.path.split(':');
     out.textContent = `${r.path} (${r.direction}): head ${s}'s output swapped only into head ${rc}'s ${inp} gives normalised ${f6(r.normalised)}; ` +
@@ -1099,8 +1118,12 @@ async function pathRun() {
       ` of the receiver's ${inp} effect (${r.forwards} forwards; |Δ| of the sender's contribution ${f6(r.delta_norm)}).`;
     Object.assign(out.dataset, { normalised: String(r.normalised), fraction: String(r.fraction_of_receiver_effect), receiver: String(r.receiver_only_normalised) });
     document.body.dataset.pathReady = r.path + '/' + Date.now();
-  } catch (e) { out.textContent = ''; showError('patch-error', e.message); document.body.dataset.pathReady = 'error/' + Date.now(); }
-  out.classList.remove('busy');
+    out.classList.remove('busy');
+  } catch (e) {
+    if (!current()) return;
+    out.textContent = ''; out.classList.remove('busy');
+    showError('patch-error', e.message); document.body.dataset.pathReady = 'error/' + Date.now();
+  }
 }
 
 function wirePatch() {

@@ -155,6 +155,27 @@ const f6 = (v) => Number(v.toPrecision(6)).toString();
     await page.locator('#running').screenshot({ path: path.join(artifacts, 'qkv-running.png') });
     await page.locator('#matrix').screenshot({ path: path.join(artifacts, 'qkv-matrix.png') });
 
+    // A slow answer to an earlier request must not replace a later one's, result or error: the next
+    // whole-matrix request is held 1.5 s and answered with an error, the one after it goes through.
+    let held = 0;
+    await page.route('**/api/whole-matrix', async (route) => {
+      if (held++ > 0) return route.continue();
+      await new Promise((r) => setTimeout(r, 1500));
+      return route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: 'a stale answer' }) });
+    });
+    await page.selectOption('#wm-score', 'previous');
+    await new Promise((r) => setTimeout(r, 300));  // past the panel's 80 ms debounce: two requests
+    await page.selectOption('#wm-score', 'mix');
+    await waitFor(page, () => document.getElementById('wm-canvas').dataset.score === 'mix', null, { timeout: 20000 }).catch(() => {});
+    await new Promise((r) => setTimeout(r, 2000));  // the held answer has arrived by now
+    const stale = await page.$eval('#wm-error', (e) => (e.hidden ? '' : e.textContent));
+    const wmShown = await page.$eval('#wm-canvas', (c) => c.dataset.score);
+    check('a slow, failed earlier request does not replace the later answer', held === 2 && stale === '' && wmShown === 'mix', `${held} requests, error "${stale}", showing ${wmShown}`);
+    await page.unroute('**/api/whole-matrix');
+    // the browser logs the injected 400 as a console error: that one is expected
+    const injected = problems.findIndex((m) => /status of 400/.test(m));
+    if (injected >= 0) problems.splice(injected, 1);
+
     // ---- the model's attention on a typed text ----
     const text = 'the cat sat on the mat';
     const ready = await page.evaluate(() => document.body.dataset.ready);
