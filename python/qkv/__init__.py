@@ -41,6 +41,7 @@ def _usage(message):
 
 from . import batch as _batch
 from . import grad as _grad
+from .cache import ActivationCache, get_act_name
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
 from .patching import patch
@@ -49,7 +50,7 @@ from .weights import WeightsMixin as _WeightsMixin
 
 __all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "attribute", "sweep",
            "open_store", "Store", "rank_agreement", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
-           "tour", "heatmap", "steering_vector"]
+           "tour", "heatmap", "steering_vector", "ActivationCache", "get_act_name"]
 
 
 # ---- arrays that draw themselves ---------------------------------------------------------------------
@@ -228,9 +229,11 @@ class Model(_WeightsMixin):
         return self._m.run(ids, mask)
 
     def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None,
-                       attention_mask=None):
-        """(logits, cache): logits float32 [T, vocab]; cache a dict {hook name: float32 array} with
-        exactly the names and shapes `qkv dump` writes for the same tokens (and "logits").
+                       attention_mask=None, names_filter=None):
+        """(logits, cache): logits float32 [T, vocab]; cache a qkv.ActivationCache, a dict {hook name:
+        float32 array} with exactly the names and shapes `qkv dump` writes for the same tokens (and
+        "logits"), that also takes TransformerLens's shorthand keys (cache["pattern", 0], cache["q", -1])
+        and stacks across layers and heads (accumulated_resid, stack_head_results; see qkv.cache).
 
         A batch (token ids [B, T] with attention_mask [B, T], from to_tokens; or a list of texts): every
         array gains the leading B (hook_q [B, T, H, dh], hook_pattern [B, H, T, T], logits [B, T, V]); see
@@ -243,7 +246,8 @@ class Model(_WeightsMixin):
         come from the training forward and backward over a float32 copy of the weights (made once per
         model and kept).
 
-        names: None (every hook point), a list of hook names, or a predicate name -> bool.
+        names: None (every hook point), a list of hook names, or a predicate name -> bool
+        (names_filter: the same, by TransformerLens's name for it; give one of the two).
         layers: None, or block indices whose `blocks.L.` hook points are kept (others still are).
         What is not asked for is not kept in memory; with no pattern or scores asked for at a layer its
         attention runs in the fused kernel (equal to ~1e-7, not bit for bit, to the materialised path).
@@ -251,6 +255,10 @@ class Model(_WeightsMixin):
         value is bit for bit the one `qkv dump` (also with --layers) writes, whatever else was kept.
         The arrays own the engine's tensors (no copy); each is an `Activation` (an ndarray that
         displays as a heatmap in Jupyter)."""
+        if names_filter is not None:
+            if names is not None:
+                raise _usage("run_with_cache: give names or names_filter, not both")
+            names = names_filter
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
         all_names = self._all_names
         if names is None:
@@ -275,7 +283,8 @@ class Model(_WeightsMixin):
         spec = _grad._metric_spec(self, metric) if incl_bwd else None
         raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
         logits = _activation(raw_logits, "logits", labels)
-        cache = {n: (logits if n == "logits" else _activation(raw[n], n, labels)) for n in all_names if n in raw}
+        cache = ActivationCache({n: (logits if n == "logits" else _activation(raw[n], n, labels))
+                                 for n in all_names if n in raw}, self, ids.ndim == 2)
         if incl_bwd:
             _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
             for n in all_names:

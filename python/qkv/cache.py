@@ -1,0 +1,156 @@
+"""The cache `Model.run_with_cache` returns, indexed as TransformerLens's ActivationCache is.
+
+`ActivationCache` is a dict {hook name: Activation}: every dict operation works on the full names
+(`cache["blocks.0.attn.hook_pattern"]`, `cache.keys()`, `"logits" in cache`). Lookups also take
+TransformerLens's shorthand, resolved by `get_act_name` (the same rules as `transformer_lens.utils`):
+
+    cache["pattern", 0]          blocks.0.attn.hook_pattern
+    cache["q", -1]               the last layer's hook_q (negative layers count from the end)
+    cache["resid_post", 1]       blocks.1.hook_resid_post
+    cache["normalized", 0, "ln1"]  blocks.0.ln1.hook_normalized
+    cache["k6"], cache["pre2"]   blocks.6.attn.hook_k, blocks.2.mlp.hook_pre
+
+(a missing hook is a KeyError naming what the key resolved to; incl_bwd's gradients keep their full names,
+"blocks.0.attn.hook_z_grad"),
+and stacks activations across layers and heads as TransformerLens does (`stack_activation`,
+`accumulated_resid`, `stack_head_results`, `remove_batch_dim`): float32 arrays, labels on request, nothing
+recomputed but `stack_head_results`'s per-head products z[…, h, :] @ W_O[l, h]. TransformerLens's
+`apply_ln` / `pos_slice` options are not offered: qkv's hooks hold no normalisation scales."""
+
+import re as _re
+
+import numpy as _np
+
+
+
+def _usage(message):
+    from . import _usage as u
+    return u(message)
+
+# Shorthand names and where in a block they live (TransformerLens's tables).
+_NAME_ALIAS = {"attn": "pattern", "attn_logits": "attn_scores", "key": "k", "query": "q", "value": "v",
+               "mlp_pre": "pre", "mlp_mid": "mid", "mlp_post": "post"}
+_SUBLAYER_OF = dict.fromkeys(["q", "k", "v", "z", "rot_q", "rot_k", "result", "pattern", "attn_scores"], "attn")
+_SUBLAYER_OF.update(dict.fromkeys(["pre", "post", "mid", "pre_linear"], "mlp"))
+_SUBLAYER_ALIAS = {"a": "attn", "attention": "attn", "m": "mlp", "b": "", "block": "", "blocks": ""}
+_NORM_NAMES = ("scale", "normalized")
+_SHORT = _re.compile(r"([a-z]+)(\d+)([a-z]?.*)")
+
+
+def get_act_name(name, layer=None, layer_type=None):
+    """The hook name TransformerLens's `utils.get_act_name` gives: get_act_name("k", 6) ->
+    "blocks.6.attn.hook_k", ("pre", 2) -> "blocks.2.mlp.hook_pre", ("normalized", 0, "ln2") ->
+    "blocks.0.ln2.hook_normalized", ("normalized") -> "ln_final.hook_normalized", ("k6") ->
+    "blocks.6.attn.hook_k"; a full name ("blocks.0.attn.hook_q", "hook_embed") is returned as is."""
+    if not isinstance(name, str):
+        raise _usage("get_act_name: the name must be a string, got %r" % (name,))
+    if ("." in name or name.startswith("hook_")) and layer is None and layer_type is None:
+        return name
+    short = _SHORT.fullmatch(name)
+    if short:
+        name, layer, layer_type = short.group(1), int(short.group(2)), short.group(3) or None
+    name = _NAME_ALIAS.get(name, name)
+    sub = _SUBLAYER_OF.get(name, _SUBLAYER_ALIAS.get(layer_type, layer_type))
+    full = ("blocks.%d." % int(layer) if layer is not None else "") + (sub + "." if sub else "") + "hook_" + name
+    return "ln_final." + full if name in _NORM_NAMES and layer is None else full
+
+
+class ActivationCache(dict):
+    """{hook name: Activation} from `Model.run_with_cache`; see this module's docstring for the shorthand
+    keys and the stacking methods. `model` is the Model the activations came from."""
+
+    def __init__(self, items, model, batched):
+        super().__init__(items)
+        self.model = model
+        self.batched = batched
+
+    def __repr__(self):
+        return "ActivationCache(%d hooks%s; keys() lists them)" % (len(self), ", batched" if self.batched else "")
+
+    def _n_layers(self):
+        return int(self.model.config["n_layer"])
+
+    def _layer(self, layer):
+        """A layer index, negative ones counted from the end."""
+        n = self._n_layers()
+        l = int(layer)
+        if not -n <= l < n:
+            raise _usage("layer %d is outside the model's %d layers (negative counts from the end)" % (l, n))
+        return l + n if l < 0 else l
+
+    def _stop(self, what, layer):
+        """The exclusive end of a stack: layer (0 … n_layers), None or -1 for every layer."""
+        n = self._n_layers()
+        last = n if layer is None or layer == -1 else int(layer)
+        if not 0 <= last <= n:
+            raise _usage("%s: layer %d is outside [0, %d] (-1: every layer)" % (what, last, n))
+        return last
+
+    def __missing__(self, key):
+        if isinstance(key, tuple):
+            if not 1 <= len(key) <= 3:
+                raise KeyError("%r: expected (name, layer[, layer type])" % (key,))
+            name = key[0]
+            layer = self._layer(key[1]) if len(key) > 1 and key[1] is not None else None
+            full = get_act_name(name, layer, key[2] if len(key) > 2 else None)
+        elif isinstance(key, str):
+            full = get_act_name(key)
+        else:
+            raise KeyError(key)
+        if full != key and dict.__contains__(self, full):
+            return dict.__getitem__(self, full)
+        raise KeyError("%r (%s) is not in this cache: it holds %d hooks, e.g. %s" %
+                       (key, full, len(self), ", ".join(list(self)[:3])))
+
+    def stack_activation(self, name, layer=-1, sublayer_type=None):
+        """The activation `name` (shorthand, as cache[name, l]) of layers 0 … layer-1 stacked on a new
+        axis 0 (layer=-1: every layer): float32 [n_layers, …]."""
+        last = self._stop("stack_activation", layer)
+        return _np.stack([_np.asarray(self[name, l, sublayer_type]) for l in range(last)])
+
+    def accumulated_resid(self, layer=None, incl_mid=False, return_labels=False):
+        """The residual stream as layers 0 … layer read it: resid_pre of each (with incl_mid also the
+        resid_mid of each layer below `layer`) and, when layer is the last + 1 (None or -1: so), the
+        last layer's resid_post — float32 [components, …]; labels "0_pre", "0_mid", …, "final_post"."""
+        n = self._n_layers()
+        last = self._stop("accumulated_resid", layer)
+        parts, labels = [], []
+        for l in range(last + 1):
+            if l == n:
+                parts.append(self["resid_post", n - 1])
+                labels.append("final_post")
+                continue
+            parts.append(self["resid_pre", l])
+            labels.append("%d_pre" % l)
+            if incl_mid and l < last:
+                parts.append(self["resid_mid", l])
+                labels.append("%d_mid" % l)
+        stack = _np.stack([_np.asarray(p) for p in parts])
+        return (stack, labels) if return_labels else stack
+
+    def stack_head_results(self, layer=-1, return_labels=False):
+        """Each head's output, z[…, h, :] @ W_O[l, h] (hook_attn_out is their sum plus b_O; on Gemma 2 that
+        sum then passes the post-attention norm before it becomes hook_attn_out), for the heads of layers 0 … layer-1 (layer=-1: all), computed in float32 from the
+        cached hook_z: [n_layers · n_heads, …, T, d_model]; labels "L0H0", "L0H1", … with return_labels."""
+        last = self._stop("stack_head_results", layer)
+        parts, labels = [], []
+        for l in range(last):
+            z = _np.asarray(self["z", l])  # [..., T, H, dh]
+            W_O = self.model._m_weight("W_O", l)  # [H, dh, d]
+            for h in range(W_O.shape[0]):
+                parts.append(z[..., h, :] @ W_O[h])
+                labels.append("L%dH%d" % (l, h))
+        if not parts:
+            raise _usage("stack_head_results: no layers below layer %d" % last)
+        stack = _np.stack(parts)
+        return (stack, labels) if return_labels else stack
+
+    def remove_batch_dim(self):
+        """The same cache with the leading batch axis of size 1 dropped from every array (a batch of one
+        [1, T, …] -> [T, …]); qkv.Error when the batch is not one sequence."""
+        if not self.batched:
+            return self
+        first = next(iter(self.values()))
+        if first.shape[0] != 1:
+            raise _usage("remove_batch_dim: the batch holds %d sequences, not 1" % first.shape[0])
+        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, False)

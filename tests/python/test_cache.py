@@ -1,0 +1,109 @@
+# run_with_cache's ActivationCache: TransformerLens's shorthand keys (get_act_name's documented examples),
+# the stacks across layers and heads checked against the engine's own hooks (Σ_h head result + b_O is the
+# engine's hook_attn_out; on Gemma 2 after its post-attention norm), batches, and the errors.
+import numpy as np
+import pytest
+
+import qkv
+
+from conftest import FAMILIES, TEXT
+
+IDS = np.array([1, 5, 9, 2, 5, 9, 3, 7, 1, 5, 9, 2], dtype=np.int32)  # the tiny families have no tokenizer
+
+
+@pytest.mark.parametrize("args, name", [
+    (("k", 6, "a"), "blocks.6.attn.hook_k"),
+    (("pre", 2), "blocks.2.mlp.hook_pre"),
+    (("embed",), "hook_embed"),
+    (("normalized", 27, "ln2"), "blocks.27.ln2.hook_normalized"),
+    (("k6",), "blocks.6.attn.hook_k"),
+    (("scale4ln1",), "blocks.4.ln1.hook_scale"),
+    (("pre5",), "blocks.5.mlp.hook_pre"),
+    (("attn", 0), "blocks.0.attn.hook_pattern"),
+    (("attn_logits", 1), "blocks.1.attn.hook_attn_scores"),
+    (("query", 3), "blocks.3.attn.hook_q"),
+    (("mlp_post", 1), "blocks.1.mlp.hook_post"),
+    (("resid_pre", 3), "blocks.3.hook_resid_pre"),
+    (("resid_mid", 0, "b"), "blocks.0.hook_resid_mid"),
+    (("attn_out", 2), "blocks.2.hook_attn_out"),
+    (("normalized",), "ln_final.hook_normalized"),
+    (("blocks.0.attn.hook_q",), "blocks.0.attn.hook_q"),
+])
+def test_get_act_name_follows_transformer_lens(args, name):
+    assert qkv.get_act_name(*args) == name
+
+
+def test_shorthand_keys_are_the_same_arrays(model, tokens):
+    _, cache = model.run_with_cache(tokens)
+    assert isinstance(cache, qkv.ActivationCache) and isinstance(cache, dict)
+    assert cache["pattern", 0] is cache["blocks.0.attn.hook_pattern"]
+    assert cache["q", -1] is cache["blocks.%d.attn.hook_q" % (model.config["n_layer"] - 1)]
+    assert cache["k1"] is cache["blocks.1.attn.hook_k"]
+    assert cache["normalized", 1, "ln1"] is cache["blocks.1.ln1.hook_normalized"]
+    assert cache["normalized"] is cache["ln_final.hook_normalized"]
+    assert "logits" in cache and ("pattern", 0) not in cache  # `in` is the dict's: full names only
+    with pytest.raises(KeyError, match="blocks.0.mlp.hook_pre"):
+        cache["pre", 0]  # the bundled model has no MLP
+    with pytest.raises(qkv.Error, match="outside the model's 2 layers"):
+        cache["pattern", 2]
+    with pytest.raises(KeyError):
+        cache[3]
+
+
+def test_names_filter_is_names(model, tokens):
+    _, a = model.run_with_cache(tokens, names=lambda n: n.endswith("hook_pattern"))
+    _, b = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_pattern"))
+    assert list(a) == list(b) and all(np.array_equal(a[k], b[k]) for k in a)
+    with pytest.raises(qkv.Error, match="not both"):
+        model.run_with_cache(tokens, names=["logits"], names_filter=["logits"])
+
+
+def test_accumulated_resid_and_stack_activation(family_model):
+    m = family_model("gpt2")
+    _, cache = m.run_with_cache(IDS)
+    n = m.config["n_layer"]
+    stack, labels = cache.accumulated_resid(incl_mid=True, return_labels=True)
+    want = [l for i in range(n) for l in ("%d_pre" % i, "%d_mid" % i)] + ["final_post"]
+    assert labels == want
+    for row, label in zip(stack, labels):
+        name = "blocks.%d.hook_resid_post" % (n - 1) if label == "final_post" else \
+            "blocks.%s.hook_resid_%s" % tuple(label.split("_"))
+        assert np.array_equal(row, cache[name])
+    assert cache.accumulated_resid(layer=1, return_labels=True)[1] == ["0_pre", "1_pre"]
+    assert cache.accumulated_resid(layer=-1).shape == (n + 1,) + cache["resid_pre", 0].shape
+    pat = cache.stack_activation("pattern")
+    assert pat.shape == (n,) + cache["pattern", 0].shape
+    assert all(np.array_equal(pat[l], cache["pattern", l]) for l in range(n))
+    assert cache.stack_activation("pattern", layer=1).shape[0] == 1
+    with pytest.raises(qkv.Error, match="outside"):
+        cache.stack_activation("pattern", layer=n + 1)
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_head_results_sum_to_attn_out(family_model, arch):
+    m = family_model(arch)
+    _, cache = m.run_with_cache(IDS)
+    n, H = m.config["n_layer"], m.cfg.n_heads
+    res, labels = cache.stack_head_results(return_labels=True)
+    assert res.shape == (n * H,) + cache["attn_out", 0].shape and labels[H + 1] == "L1H1"
+    for l in range(n):
+        total = res[l * H:(l + 1) * H].astype(np.float64).sum(0) + m.b_O[l]
+        if m.config["post_norms"]:  # Gemma 2: hook_attn_out is after post_attention_layernorm (RMS, 1 + w)
+            w = m.state_dict()["model.layers.%d.post_attention_layernorm.weight" % l].astype(np.float64)
+            total = total / np.sqrt((total ** 2).mean(-1, keepdims=True) + m.config["norm_eps"]) * (1 + w)
+        out = cache["attn_out", l]
+        assert np.abs(total - out).max() <= 1e-4 * max(1.0, np.abs(out).max()), arch
+
+
+def test_batches(model):
+    ids, mask = model.to_tokens([TEXT, "When Mary and John"])
+    _, cache = model.run_with_cache(ids, attention_mask=mask)
+    assert cache["pattern", 0].shape[0] == 2
+    res = cache.stack_head_results()
+    assert res.shape[:2] == (model.config["n_layer"] * model.cfg.n_heads, 2)
+    with pytest.raises(qkv.Error, match="2 sequences"):
+        cache.remove_batch_dim()
+    _, one = model.run_with_cache(ids[:1], attention_mask=mask[:1])
+    single = one.remove_batch_dim()
+    assert set(single) == set(one) and all(np.array_equal(single[k], one[k][0]) for k in one)
+    assert single["pattern", 1].ndim == 3
