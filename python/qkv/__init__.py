@@ -207,6 +207,11 @@ class Model(_WeightsMixin):
         """The text of each token (a list of str): `tokens` is a text (tokenized first) or ids."""
         return self._m.token_texts(list(_ids(self, tokens)))
 
+    def to_single_token(self, text):
+        """The id of `text` when it is exactly one token (TransformerLens's to_single_token); qkv.Error
+        naming how many tokens it is otherwise."""
+        return _grad._token(self, str(text), "to_single_token")
+
     def to_string(self, tokens):
         """The decoded text of token ids."""
         return "".join(self.to_str_tokens(tokens))
@@ -222,11 +227,22 @@ class Model(_WeightsMixin):
         on the right or the left (see qkv.batch). bos as tokenize's."""
         return _batch.to_tokens(self, texts, padding_side=padding_side, bos=bos)
 
-    def __call__(self, tokens, attention_mask=None):
+    def __call__(self, tokens, attention_mask=None, return_type="logits", loss_per_token=False):
         """logits float32 [T, vocab] for `tokens` (a text or token ids [T]): the engine's forward, no hooks;
-        a batch (ids [B, T] with attention_mask, or a list of texts): [B, T, vocab]."""
+        a batch (ids [B, T] with attention_mask, or a list of texts): [B, T, vocab].
+
+        return_type (TransformerLens's): "logits"; "loss", the mean next-token cross-entropy of the input
+        itself (position p predicts token p + 1; in a batch only where both are real tokens), computed in
+        float64 from the float32 logits; "both": (logits, loss); None: nothing. loss_per_token=True gives
+        the loss of each position instead, float64 [T − 1] ([B, T − 1], 0 where masked)."""
+        if return_type not in ("logits", "loss", "both", None):
+            raise _usage("return_type: expected 'logits', 'loss', 'both' or None, got %r" % (return_type,))
         ids, mask, _ = _batch.forward_tokens(self, tokens, attention_mask)
-        return self._m.run(ids, mask)
+        logits = self._m.run(ids, mask)
+        if return_type == "logits" or return_type is None:
+            return logits if return_type else None
+        loss = _batch.next_token_loss(logits, ids, mask, loss_per_token)
+        return loss if return_type == "loss" else (logits, loss)
 
     def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None,
                        attention_mask=None, names_filter=None):

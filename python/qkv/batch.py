@@ -71,3 +71,26 @@ def forward_tokens(model, tokens, attention_mask):
         raise _usage("attention_mask: only with a batch of token ids [B, T]")
     ids = _ids(model, tokens)
     return ids, None, (model, ids)
+
+
+def next_token_loss(logits, ids, mask, per_token):
+    """The next-token cross-entropy of `ids` under `logits` [.., T, V] in float64 (log-sum-exp shifted by
+    each row's max, as lm_cross_entropy in C++): per position [.., T − 1] (0 where the position or its
+    target is padding) or their mean over the counted positions, as TransformerLens's lm_cross_entropy_loss."""
+    ids = _np.asarray(ids)
+    if ids.shape[-1] < 2:
+        raise _usage("loss: needs at least 2 tokens (position p predicts token p + 1), got %d" % ids.shape[-1])
+    z = _np.asarray(logits, dtype=_np.float64)[..., :-1, :]
+    mx = z.max(-1, keepdims=True)
+    lse = _np.log(_np.exp(z - mx).sum(-1)) + mx[..., 0]
+    target = _np.take_along_axis(z, ids[..., 1:, None].astype(_np.int64), -1)[..., 0]
+    per = lse - target
+    if mask is not None:
+        keep = _np.logical_and(mask[..., :-1], mask[..., 1:])
+        per = _np.where(keep, per, 0.0)
+        count = int(keep.sum())
+    else:
+        count = per.size
+    if per_token:
+        return per
+    return float(per.sum() / count) if count else 0.0

@@ -203,6 +203,9 @@ def test_tokenize_matches_the_cli(model):
     assert "".join(model.to_str_tokens(ids)) == TEXT
     assert model.to_str_tokens(TEXT) == model.to_str_tokens(ids)
     assert model.tokenize("ab", bos=7).tolist()[0] == 7
+    assert model.to_single_token("J") == model.tokenize("J")[0] and len(model.tokenize("J")) == 1  # byte-level
+    with pytest.raises(qkv.Error, match="'Jo' is 2 tokens"):
+        model.to_single_token("Jo")
 
 
 # ---- threads ----------------------------------------------------------------------------------------------
