@@ -92,7 +92,8 @@ const BlockKind kBlockKinds[] = {
      }},
 };
 
-// The whole-model weights: W_E [d_vocab, d_model], W_pos [n_ctx, d_model], W_U [d_model, d_vocab], b_U.
+// The whole-model weights: W_E [d_vocab, d_model], W_pos [n_ctx, d_model], W_U [d_model, d_vocab], b_U, and the
+// final norm's ln_final_w, ln_final_b [d_model] (b zeros for RMSNorm).
 Window top_window(const qkv::Model& m, const std::string& kind) {
   const qkv::Arch& a = m.arch;
   if (kind == "W_E") return {&m.wte, 0, {a.vocab_size, a.d}, {a.d, 1}};
@@ -107,6 +108,8 @@ Window top_window(const qkv::Model& m, const std::string& kind) {
     return {&w, 0, {a.d, a.vocab_size}, {s.in, s.out}};
   }
   if (kind == "b_U") return {nullptr, 0, {a.vocab_size}, {1}};
+  if (kind == "ln_final_w") return {&m.lnf_w, 0, {a.d}, {1}};
+  if (kind == "ln_final_b") return {present(m.lnf_b), 0, {a.d}, {1}};
   qkv::usage_error("no weight named '" + kind + "'");
 }
 
@@ -238,7 +241,7 @@ py::array rotate(const ModelPtr& m, py::array_t<float, py::array::c_style | py::
 
 void bind_weights(py::module_& mod) {
   mod.def("weight", &weight, py::arg("model"), py::arg("kind"), py::arg("layer") = py::none(),
-          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_E, W_pos, W_U, b_U): "
+          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_E, W_pos, W_U, b_U, ln_final_w, ln_final_b): "
           "every layer stacked, or one layer's; a read-only view of an F32 checkpoint where the layout allows.");
   mod.def("state_dict", &state_dict, py::arg("model"),
           "Every tensor by the checkpoint's own name, as stored (F32 read-only views; others dequantized copies).");

@@ -300,7 +300,7 @@ class Model(_WeightsMixin):
         raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
         logits = _activation(raw_logits, "logits", labels)
         cache = ActivationCache({n: (logits if n == "logits" else _activation(raw[n], n, labels))
-                                 for n in all_names if n in raw}, self, ids.ndim == 2)
+                                 for n in all_names if n in raw}, self, ids.ndim == 2, ids)
         if incl_bwd:
             _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
             for n in all_names:

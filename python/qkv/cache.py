@@ -11,11 +11,12 @@ TransformerLens's shorthand, resolved by `get_act_name` (the same rules as `tran
     cache["k6"], cache["pre2"]   blocks.6.attn.hook_k, blocks.2.mlp.hook_pre
 
 (a missing hook is a KeyError naming what the key resolved to; incl_bwd's gradients keep their full names,
-"blocks.0.attn.hook_z_grad"),
-and stacks activations across layers and heads as TransformerLens does (`stack_activation`,
-`accumulated_resid`, `stack_head_results`, `remove_batch_dim`): float32 arrays, labels on request, nothing
-recomputed but `stack_head_results`'s per-head products z[…, h, :] @ W_O[l, h]. TransformerLens's
-`apply_ln` / `pos_slice` options are not offered: qkv's hooks hold no normalisation scales."""
+"blocks.0.attn.hook_z_grad"). It stacks activations across layers and heads as TransformerLens does
+(`stack_activation`, `accumulated_resid`, `stack_head_results`, `decompose_resid`, `remove_batch_dim`) and
+attributes logits directly (`apply_ln_to_stack`, `logit_attrs`). Computed here, from the cached hooks and
+the weights: the per-head products z[…, h, :] @ W_O[l, h] (float32) and the norms' scales (float64, from
+the residual each norm reads: qkv's hooks hold no scale). TransformerLens's `pos_slice` / `batch_slice`
+options are not offered: index the arrays."""
 
 import re as _re
 
@@ -59,10 +60,11 @@ class ActivationCache(dict):
     """{hook name: Activation} from `Model.run_with_cache`; see this module's docstring for the shorthand
     keys and the stacking methods. `model` is the Model the activations came from."""
 
-    def __init__(self, items, model, batched):
+    def __init__(self, items, model, batched, tokens=None):
         super().__init__(items)
         self.model = model
         self.batched = batched
+        self.tokens = tokens  # the ids of the forward, [T] or [B, T]
 
     def __repr__(self):
         return "ActivationCache(%d hooks%s; keys() lists them)" % (len(self), ", batched" if self.batched else "")
@@ -145,6 +147,90 @@ class ActivationCache(dict):
         stack = _np.stack(parts)
         return (stack, labels) if return_labels else stack
 
+    def decompose_resid(self, layer=None, mode="all", incl_embeds=True, return_labels=False):
+        """The final residual stream (layer=None) or the one layer `layer` reads, split into what wrote it:
+        "embed" (the token embedding, as the forward scales it) and "pos_embed" (learned positions: the rest
+        of resid_pre 0; a rotary model has none), then each layer's "L_attn_out" and "L_mlp_out" (mode
+        "attn" or "mlp": only those) — float32 [components, …, T, d_model] summing to that residual."""
+        if mode not in ("all", "attn", "mlp"):
+            raise _usage("decompose_resid: mode must be 'all', 'attn' or 'mlp', got %r" % (mode,))
+        last = self._stop("decompose_resid", layer)
+        parts, labels = [], []
+        if incl_embeds:
+            parts, labels = self._embeds()
+        kinds = [k for k in ("attn", "mlp") if mode in ("all", k) and not (k == "mlp" and self.model.cfg.attn_only)]
+        for l in range(last):
+            for kind in kinds:
+                parts.append(_np.asarray(self["%s_out" % kind, l]))
+                labels.append("%d_%s_out" % (l, kind))
+        if not parts:
+            raise _usage("decompose_resid: nothing to stack (no layers below %d and no embeddings)" % last)
+        stack = _np.stack(parts)
+        return (stack, labels) if return_labels else stack
+
+    def _embeds(self):
+        """[embed, pos_embed] (or [embed] on a rotary model), labels."""
+        resid0 = _np.asarray(self["resid_pre", 0])
+        if self.model.config["positions"] == "rotary":
+            return [resid0], ["embed"]
+        if self.tokens is None:
+            raise _usage("decompose_resid: this cache does not know its tokens")
+        embed = self.model.W_E[_np.asarray(self.tokens)].astype(_np.float32)
+        return [embed, (resid0 - embed).astype(_np.float32)], ["embed", "pos_embed"]
+
+    def _norm_input(self, layer, mlp_input):
+        """The residual the norm reads: the final one (layer None, -1 or n_layers), else layer's ln1 (resid_pre)
+        or, with mlp_input, its ln2 (resid_mid; resid_pre where attention and MLP run in parallel)."""
+        n = self._n_layers()
+        if layer is None or layer == -1 or layer == n:
+            return _np.asarray(self["resid_post", n - 1])
+        l = self._layer(layer)
+        if mlp_input and not self.model.config["parallel_residual"]:
+            return _np.asarray(self["resid_mid", l])
+        return _np.asarray(self["resid_pre", l])
+
+    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False):
+        """The components of a residual stream ([components, …, T, d_model], e.g. decompose_resid's) as the
+        norm that reads it sees them, without its weight and bias: centred (LayerNorm) and divided by the
+        norm's scale, sqrt(mean-square (or variance) + eps) of the residual in the cache, recomputed here in
+        float64 (qkv's hooks hold no scale). Their sum is that norm's output before w and b. float64."""
+        x = self._norm_input(layer, mlp_input).astype(_np.float64)
+        stack = _np.asarray(residual_stack, dtype=_np.float64)
+        if stack.shape[1:] != x.shape:
+            raise _usage("apply_ln_to_stack: the stack's components are %s, the residual they add to is %s" %
+                         (stack.shape[1:], x.shape))
+        eps = float(self.model.config["norm_eps"])
+        if self.model.config["norm"] == "layernorm":
+            scale = _np.sqrt(x.var(-1, keepdims=True) + eps)
+            stack = stack - stack.mean(-1, keepdims=True)
+        else:
+            scale = _np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+        return stack / scale
+
+    def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None):
+        """Each component's direct contribution to the logit of `tokens` (minus `incorrect_tokens`'s): the
+        final norm applied (apply_ln_to_stack) and its weight (Gemma: 1 + w), dotted with W_U's column —
+        float64 [components, …, T]. tokens: an id or a one-token text (at every position), or ids [.., T].
+        Summed over decompose_resid's components, plus ln_final_b's part, it is the logit before any
+        final soft-cap."""
+        scaled = self.apply_ln_to_stack(residual_stack)
+        w = self.model.ln_final_w.astype(_np.float64)
+        if self.model.config["norm"] == "rmsnorm_plus_one":
+            w = w + 1.0
+        direction = self._unembed(tokens, w)
+        if incorrect_tokens is not None:
+            direction = direction - self._unembed(incorrect_tokens, w)
+        return (scaled * direction).sum(-1)
+
+    def _unembed(self, tokens, w):
+        """w ⊙ W_U[:, tokens], the tokens' axes first: [d] or [.., T, d]."""
+        from .grad import _token
+        if isinstance(tokens, (str, int, _np.integer)):
+            ids = _token(self.model, tokens, "logit_attrs")
+        else:
+            ids = _np.asarray(tokens)
+        return _np.moveaxis(self.model.W_U[:, ids].astype(_np.float64), 0, -1) * w
+
     def remove_batch_dim(self):
         """The same cache with the leading batch axis of size 1 dropped from every array (a batch of one
         [1, T, …] -> [T, …]); qkv.Error when the batch is not one sequence."""
@@ -153,4 +239,5 @@ class ActivationCache(dict):
         first = next(iter(self.values()))
         if first.shape[0] != 1:
             raise _usage("remove_batch_dim: the batch holds %d sequences, not 1" % first.shape[0])
-        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, False)
+        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, False,
+                               None if self.tokens is None else _np.asarray(self.tokens)[0])

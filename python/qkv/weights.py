@@ -90,6 +90,9 @@ class WeightsMixin:
     W_pos = _weight_property("W_pos", "float32 [n_ctx, d_model], learned positions (qkv.Error on a rotary model).")
     W_U = _weight_property("W_U", "float32 [d_model, d_vocab]: logits = ln_final @ W_U + b_U (W_Eᵀ when tied).")
     b_U = _weight_property("b_U", "float32 [d_vocab] zeros (no family qkv runs has an unembedding bias).")
+    ln_final_w = _weight_property("ln_final_w", "float32 [d_model], the final norm's weight as stored "
+                                  "(TransformerLens's ln_final.w; Gemma's forward scales by 1 + w).")
+    ln_final_b = _weight_property("ln_final_b", "float32 [d_model], the final norm's bias (zeros for RMSNorm).")
 
     @property
     def cfg(self):

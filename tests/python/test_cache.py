@@ -107,3 +107,46 @@ def test_batches(model):
     single = one.remove_batch_dim()
     assert set(single) == set(one) and all(np.array_equal(single[k], one[k][0]) for k in one)
     assert single["pattern", 1].ndim == 3
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_decomposition_and_logit_attribution_add_up(family_model, arch):
+    """decompose_resid sums to the final residual; its logit attributions plus ln_final_b's part are the
+    engine's logits (through Gemma 2's final soft-cap): the recomputed norm scale is the engine's."""
+    m = family_model(arch)
+    logits, cache = m.run_with_cache(IDS)
+    n = m.config["n_layer"]
+    stack, labels = cache.decompose_resid(return_labels=True)
+    rotary = m.config["positions"] == "rotary"
+    assert labels == ["embed"] + ([] if rotary else ["pos_embed"]) + \
+        ["%d_%s_out" % (l, k) for l in range(n) for k in ("attn", "mlp")]
+    final = cache["resid_post", -1]
+    assert np.abs(stack.astype(np.float64).sum(0) - final).max() <= 1e-4 * max(1.0, np.abs(final).max())
+    cap = m.config.get("final_softcap", 0)
+    for tok in (3, 7):
+        total = cache.logit_attrs(stack, tok).sum(0) + m.ln_final_b.astype(np.float64) @ m.W_U[:, tok]
+        if cap:
+            total = cap * np.tanh(total / cap)
+        assert np.abs(total - logits[:, tok]).max() <= 1e-4 * max(1.0, np.abs(logits).max()), arch
+    if not cap:
+        diff = cache.logit_attrs(stack, 3, incorrect_tokens=7).sum(0) + \
+            m.ln_final_b.astype(np.float64) @ (m.W_U[:, 3] - m.W_U[:, 7])
+        assert np.abs(diff - (logits[:, 3] - logits[:, 7])).max() <= 1e-4 * max(1.0, np.abs(logits).max())
+    assert cache.decompose_resid(layer=1, mode="attn", incl_embeds=False).shape[0] == 1
+
+
+def test_attribution_in_a_batch_and_on_the_bundled_model(model):
+    ids, mask = model.to_tokens([TEXT, "When Mary and John went"])
+    logits, cache = model.run_with_cache(ids, attention_mask=mask)
+    stack, labels = cache.decompose_resid(return_labels=True)
+    assert labels == ["embed", "pos_embed", "0_attn_out", "1_attn_out"]  # attention only
+    nxt = np.concatenate([ids[:, 1:], ids[:, :1]], 1)  # each position's next token (a per-position id array)
+    attrs = cache.logit_attrs(stack, nxt)
+    assert attrs.shape == (4,) + ids.shape
+    total = attrs.sum(0) + np.einsum("d,dbt->bt", model.ln_final_b.astype(np.float64), model.W_U[:, nxt])
+    want = np.take_along_axis(logits, nxt[..., None], -1)[..., 0]
+    assert np.abs(total - want)[mask].max() <= 1e-4 * max(1.0, np.abs(logits).max())
+    with pytest.raises(qkv.Error, match="stack's components"):
+        cache.apply_ln_to_stack(stack[:, :1])
+    with pytest.raises(qkv.Error, match="mode"):
+        cache.decompose_resid(mode="heads")
