@@ -23,10 +23,10 @@ import re as _re
 import numpy as _np
 
 
-
 def _usage(message):
     from . import _usage as u
     return u(message)
+
 
 # Shorthand names and where in a block they live (TransformerLens's tables).
 _NAME_ALIAS = {"attn": "pattern", "attn_logits": "attn_scores", "key": "k", "query": "q", "value": "v",
@@ -131,9 +131,10 @@ class ActivationCache(dict):
         return (stack, labels) if return_labels else stack
 
     def stack_head_results(self, layer=-1, return_labels=False):
-        """Each head's output, z[…, h, :] @ W_O[l, h] (hook_attn_out is their sum plus b_O; on Gemma 2 that
-        sum then passes the post-attention norm before it becomes hook_attn_out), for the heads of layers 0 … layer-1 (layer=-1: all), computed in float32 from the
-        cached hook_z: [n_layers · n_heads, …, T, d_model]; labels "L0H0", "L0H1", … with return_labels."""
+        """Each head's output z[…, h, :] @ W_O[l, h] for the heads of layers 0 … layer-1 (layer=-1: all),
+        computed in float32 from the cached hook_z: [n_layers · n_heads, …, T, d_model]; labels "L0H0",
+        "L0H1", … with return_labels. hook_attn_out is a layer's sum plus b_O (on Gemma 2 that sum then
+        passes the post-attention norm)."""
         last = self._stop("stack_head_results", layer)
         parts, labels = [], []
         for l in range(last):
