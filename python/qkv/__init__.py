@@ -41,7 +41,9 @@ def _usage(message):
 
 from . import batch as _batch
 from . import grad as _grad
+from . import hooks as _hooks
 from .cache import ActivationCache, get_act_name
+from .hooks import HookPoint
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
 from .patching import patch
@@ -50,7 +52,7 @@ from .weights import WeightsMixin as _WeightsMixin
 
 __all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "attribute", "sweep",
            "open_store", "Store", "rank_agreement", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
-           "tour", "heatmap", "steering_vector", "ActivationCache", "get_act_name"]
+           "tour", "heatmap", "steering_vector", "ActivationCache", "get_act_name", "HookPoint"]
 
 
 # ---- arrays that draw themselves ---------------------------------------------------------------------
@@ -312,25 +314,16 @@ class Model(_WeightsMixin):
         """logits float32 [T, vocab] with Python hooks in the forward (a batch: [B, T, vocab], each hook's
         activation with the leading B, as run_with_cache's arrays).
 
-        fwd_hooks: [(hook name, fn), ...]; fn(activation, name) is called when the forward reaches that
-        hook point, with `activation` a writable float32 array viewing the engine's own buffer: edit it
-        in place (`activation[:, h] = 0`), or return an array of the same shape to replace it (None
-        keeps it). Several hooks on one name run in the given order. The view is valid during the call;
+        fwd_hooks: [(hook name, fn), ...]; fn(activation, hook) is called when the forward reaches that
+        hook point (the name may be a filter, a predicate over hook names, as in TransformerLens; `hook`
+        is a qkv.HookPoint, the name as a str with `.name` and `.layer()`: see qkv.hooks), with
+        `activation` a writable float32 array viewing the engine's own buffer: edit it in place
+        (`activation[:, h] = 0`), or return an array of the same shape to replace it (None keeps it). Several hooks on one name run in the given order. The view is valid during the call;
         the forward reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook
         stops the forward and propagates."""
-        hooks = []
-        for h in fwd_hooks:
-            if not isinstance(h, (tuple, list)) or len(h) != 2:
-                raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
-            hooks.append((str(h[0]), h[1]))
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
-
-        def wrap(name, fn):
-            def call(arr, n):
-                return fn(_activation(arr, n, labels), n)
-            return call
-
-        logits = self._m.run_with_hooks(ids, [(n, wrap(n, fn)) for n, fn in hooks], mask)
+        hooks = _hooks.engine_hooks(self, fwd_hooks, lambda arr, n: _activation(arr, n, labels))
+        logits = self._m.run_with_hooks(ids, hooks, mask)
         return _activation(logits, "logits", labels)
 
 
@@ -342,7 +335,7 @@ class Model(_WeightsMixin):
         > 0: sampled from softmax(logits / temperature) within the top_k logits (0: all) and the top_p
         nucleus (1: all), reproducible by seed. The prompt plus max_new_tokens must fit the context.
         stop_at_eos: stop after the tokenizer's EOS token.
-        fwd_hooks: [(name, fn), ...] run at EVERY step on that step's activation, fn(activation, name)
+        fwd_hooks: [(name, fn), ...] run at EVERY step on that step's activation, fn(activation, hook)
         as in run_with_hooks (edit in place or return a replacement); the prefill step sees the prompt's
         rows [T, ...], each later step one row [1, ...] (a pattern [H, 1, positions so far]; ln_final and
         logits only the last row). `activation` owns a copy that is written back, so keeping it is safe.
@@ -376,17 +369,11 @@ class Model(_WeightsMixin):
         if batch:
             return self._generate_batch(tokens, attention_mask, pad_id, max_new_tokens, temperature, top_k, top_p,
                                         seed, fwd_hooks, steer, stop_at_eos, return_dict)
-        hooks = _hook_pairs(fwd_hooks)
         ids = _ids(self, tokens)
         labels = (self, ids)
-
-        def wrap(fn):
-            def call(arr, n):
-                return fn(_activation(arr, n, labels), n)
-            return call
-
+        hooks = _hooks.engine_hooks(self, fwd_hooks, lambda arr, n: _activation(arr, n, labels))
         d = _qkv.generate(self._m, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), int(seed),
-                          [(n, wrap(fn)) for n, fn in hooks], _steer_triples(steer), bool(stop_at_eos))
+                          hooks, _steer_triples(steer), bool(stop_at_eos))
         if return_dict:
             return d
         if isinstance(tokens, str):
@@ -424,17 +411,11 @@ class Model(_WeightsMixin):
                 last = ids.shape[1] - real[:, ::-1].argmax(1)
                 col = _np.arange(ids.shape[1])
                 mask = (col >= first[:, None]) & (col < last[:, None])
-        hooks = _hook_pairs(fwd_hooks)
+        hooks = _hooks.engine_hooks(self, fwd_hooks, lambda arr, n: _activation(arr, n, None))
         seeds = [int(x) for x in seed] if isinstance(seed, (list, tuple, _np.ndarray)) else [int(seed)]
-
-        def wrap(fn):
-            def call(arr, n):
-                return fn(_activation(arr, n, None), n)
-            return call
-
         ds = _qkv.generate_batch(self._m, _np.ascontiguousarray(ids, dtype=_np.int64), mask, int(max_new_tokens),
-                                 float(temperature), int(top_k), float(top_p), seeds,
-                                 [(n, wrap(fn)) for n, fn in hooks], _steer_triples(steer), bool(stop_at_eos))
+                                 float(temperature), int(top_k), float(top_p), seeds, hooks, _steer_triples(steer),
+                                 bool(stop_at_eos))
         if return_dict:
             return ds
         out = []
@@ -455,16 +436,6 @@ def _steer_triples(steer):
             raise _usage("steer: expected (hook, vector, coef) triples, got %r" % (s,))
         steers.append((str(s[0]), _np.asarray(s[1], dtype=_np.float32).reshape(-1), float(s[2])))
     return steers
-
-
-def _hook_pairs(fwd_hooks):
-    """[(name, fn), ...] checked (qkv.Error for anything else)."""
-    hooks = []
-    for h in fwd_hooks:
-        if not isinstance(h, (tuple, list)) or len(h) != 2:
-            raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
-        hooks.append((str(h[0]), h[1]))
-    return hooks
 
 
 def steering_vector(model, positive, negative, hook):
