@@ -241,7 +241,8 @@ py::array rotate(const ModelPtr& m, py::array_t<float, py::array::c_style | py::
 
 void bind_weights(py::module_& mod) {
   mod.def("weight", &weight, py::arg("model"), py::arg("kind"), py::arg("layer") = py::none(),
-          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_E, W_pos, W_U, b_U, ln_final_w, ln_final_b): "
+          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_E, W_pos, W_U, b_U, "
+          "ln_final_w, ln_final_b): "
           "every layer stacked, or one layer's; a read-only view of an F32 checkpoint where the layout allows.");
   mod.def("state_dict", &state_dict, py::arg("model"),
           "Every tensor by the checkpoint's own name, as stored (F32 read-only views; others dequantized copies).");

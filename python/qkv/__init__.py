@@ -21,8 +21,6 @@ Bad input raises qkv.Error (a ValueError) with the CLI's message. The GIL is rel
 computes. See docs/python.md.
 """
 
-import re as _re
-
 import numpy as _np
 
 from . import _qkv
@@ -43,7 +41,7 @@ from . import batch as _batch
 from . import grad as _grad
 from . import hooks as _hooks
 from .cache import ActivationCache, get_act_name
-from .hooks import HookPoint
+from .hooks import _BLOCK, HookPoint
 from .factored import FactoredMatrix
 from .grad import logit_diff, loss
 from .patching import patch
@@ -141,7 +139,6 @@ def _activation(arr, name, tokens):
 
 # ---- the model -----------------------------------------------------------------------------------------
 
-_BLOCK = _re.compile(r"^blocks\.(\d+)\.")
 
 
 class Model(_WeightsMixin):
@@ -302,7 +299,7 @@ class Model(_WeightsMixin):
         raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
         logits = _activation(raw_logits, "logits", labels)
         cache = ActivationCache({n: (logits if n == "logits" else _activation(raw[n], n, labels))
-                                 for n in all_names if n in raw}, self, ids.ndim == 2, ids)
+                                 for n in all_names if n in raw}, self, ids)
         if incl_bwd:
             _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
             for n in all_names:
@@ -318,9 +315,10 @@ class Model(_WeightsMixin):
         hook point (the name may be a filter, a predicate over hook names, as in TransformerLens; `hook`
         is a qkv.HookPoint, the name as a str with `.name` and `.layer()`: see qkv.hooks), with
         `activation` a writable float32 array viewing the engine's own buffer: edit it in place
-        (`activation[:, h] = 0`), or return an array of the same shape to replace it (None keeps it). Several hooks on one name run in the given order. The view is valid during the call;
-        the forward reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook
-        stops the forward and propagates."""
+        (`activation[:, h] = 0`), or return an array of the same shape to replace it (None keeps it).
+        Several hooks on one name run in the given order. The view is valid during the call; the forward
+        reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook stops the
+        forward and propagates."""
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
         hooks = _hooks.engine_hooks(self, fwd_hooks, lambda arr, n: _activation(arr, n, labels))
         logits = self._m.run_with_hooks(ids, hooks, mask)

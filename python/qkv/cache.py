@@ -58,13 +58,18 @@ def get_act_name(name, layer=None, layer_type=None):
 
 class ActivationCache(dict):
     """{hook name: Activation} from `Model.run_with_cache`; see this module's docstring for the shorthand
-    keys and the stacking methods. `model` is the Model the activations came from."""
+    keys and the stacking methods. `model` is the Model the activations came from, `tokens` the ids of the
+    forward ([T], or [B, T] for a batch)."""
 
-    def __init__(self, items, model, batched, tokens=None):
+    def __init__(self, items, model, tokens):
         super().__init__(items)
         self.model = model
-        self.batched = batched
-        self.tokens = tokens  # the ids of the forward, [T] or [B, T]
+        self.tokens = _np.asarray(tokens)
+
+    @property
+    def batched(self):
+        """Whether the arrays lead with a batch axis (the forward ran ids [B, T])."""
+        return self.tokens.ndim == 2
 
     def __repr__(self):
         return "ActivationCache(%d hooks%s; keys() lists them)" % (len(self), ", batched" if self.batched else "")
@@ -174,9 +179,7 @@ class ActivationCache(dict):
         resid0 = _np.asarray(self["resid_pre", 0])
         if self.model.config["positions"] == "rotary":
             return [resid0], ["embed"]
-        if self.tokens is None:
-            raise _usage("decompose_resid: this cache does not know its tokens")
-        embed = self.model.W_E[_np.asarray(self.tokens)].astype(_np.float32)
+        embed = self.model.W_E[self.tokens].astype(_np.float32)
         return [embed, (resid0 - embed).astype(_np.float32)], ["embed", "pos_embed"]
 
     def _norm_input(self, layer, mlp_input):
@@ -240,5 +243,4 @@ class ActivationCache(dict):
         first = next(iter(self.values()))
         if first.shape[0] != 1:
             raise _usage("remove_batch_dim: the batch holds %d sequences, not 1" % first.shape[0])
-        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, False,
-                               None if self.tokens is None else _np.asarray(self.tokens)[0])
+        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, self.tokens[0])
