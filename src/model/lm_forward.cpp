@@ -17,6 +17,7 @@
 #include "qkv/lm.hpp"
 #include "qkv/rowops.hpp"
 #include "qkv/ops.hpp"
+#include "qkv/pgemm.hpp"
 #include "qkv/profile.hpp"
 #include "kv_batch.hpp"
 
@@ -127,7 +128,8 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
   return true;
 }
 
-// Many rows (a prefill) through a half or quantized [out, in] weight: each thread expands a panel of
+// Many rows (a prefill) through a half or quantized [out, in] weight where linear_packed does not apply (the
+// portable and NEON paths, QKV_GEMM=blis): each thread expands a panel of
 // about kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but about 2 MiB at most (fewer rows
 // for wide inputs: MLP down projections; each thread holds one panel, which counts in the RSS bound of
 // tests/cli/memory_test.sh), and at least 16, with the vector
@@ -175,12 +177,66 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
   return true;
 }
 
+// Fills pgemm's panel with output columns [j0, j0 + n) of W (pgemm.hpp's PackB), nr rows of W at a time:
+// an [out, in] weight's rows transposed (float32 read in place, half and quantized ones expanded by the
+// vector decoders of the ISA in use, other types converted), a Conv1D [in, out] weight's row segments copied.
+void pack_weight(const Weight& W, int j0, int n, int nr, float* dst) {
+  const int in = int(W.in_out ? W.shape[0] : W.shape[1]), out = int(W.in_out ? W.shape[1] : W.shape[0]);
+  static thread_local std::vector<float> scratch, tmp;
+  if (W.in_out && W.type == WeightType::F32) {
+    pgemm_pack_cols(static_cast<const float*>(W.data), out, j0, n, in, nr, dst);
+    return;
+  }
+  if (W.in_out) {
+    for (int g = 0; g * nr < n; g++) {
+      const int c0 = j0 + g * nr, cols = std::min(nr, n - g * nr);
+      float* d = dst + long(g) * in * nr;
+      for (int k = 0; k < in; k++) {
+        const float* src = W.f32(int64_t(k) * out + c0, cols, scratch);
+        std::copy_n(src, cols, d + long(k) * nr);
+        std::fill_n(d + long(k) * nr + cols, nr - cols, 0.0f);
+      }
+    }
+    return;
+  }
+  const auto t = fused_type(W);
+  if (tmp.size() < size_t(nr) * in + 16) tmp.resize(size_t(nr) * in + 16);
+  float* rows = tmp.data() + (16 - reinterpret_cast<std::uintptr_t>(tmp.data()) % 64 / 4) % 16;
+  for (int g = 0; g * nr < n; g++) {
+    const int r0 = j0 + g * nr, cnt = std::min(nr, n - g * nr);
+    const float* src = nullptr;
+    if (W.type == WeightType::F32) {
+      src = static_cast<const float*>(W.data) + int64_t(r0) * in;
+    } else if (t) {
+      io::dequantize_panel(*t, W.data, r0, r0 + cnt, in, rows);
+      src = rows;
+    } else {
+      src = W.f32(int64_t(r0) * in, int64_t(cnt) * in, scratch);
+    }
+    pgemm_pack_rows(src, in, cnt, in, nr, dst + long(g) * in * nr);
+  }
+}
+
+// Many rows (a prefill) on the paths with a packed GEMM (pgemm.hpp: avx512, avx2): every weight type and
+// layout, each thread expanding its own column panels, the activations read in place. False elsewhere
+// (BLIS then), or when a quantized row is not whole blocks (W.f32's path names the error).
+bool linear_packed(float* y, int ldy, const float* x, int N, const Weight& W, bool accumulate) {
+  if (!pgemm_supported()) return false;
+  const int in = int(W.in_out ? W.shape[0] : W.shape[1]), out = int(W.in_out ? W.shape[1] : W.shape[0]);
+  if (const auto t = fused_type(W); t && in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;
+  if (W.type == WeightType::GGML && (W.in_out || !fused_type(W))) return false;
+  pgemm(N, out, in, x, in, [&W](int j0, int n, int nr, float* dst) { pack_weight(W, j0, n, nr, dst); }, accumulate,
+        y, ldy);
+  return true;
+}
+
 // y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
 // As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
 // in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer. One row (a
 // decoding step, last-position logits) goes through gemm_skinny's matrix–vector kernel.
-// Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead, more rows of
-// a non-F32 [out, in] weight to L2-sized expanded panels (linear_panels).
+// Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead, more rows
+// to the packed GEMM (linear_packed) on the avx512 and avx2 paths, else, for a non-F32 [out, in] weight, to
+// L2-sized expanded panels (linear_panels).
 void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Weight* b, std::vector<float>& scratch) {
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]);
   const int out = int(W.in_out ? W.shape[1] : W.shape[0]);
@@ -193,6 +249,7 @@ void linear(float* y, int ldy, const float* x, int N, const Weight& W, const Wei
   }
   const float beta = bias ? 1.0f : 0.0f;
   if (linear_fused(y, ldy, x, N, W, bias)) return;
+  if (linear_packed(y, ldy, x, N, W, bias)) return;
   if (linear_panels(y, ldy, x, N, W, beta)) return;
   if (W.type == WeightType::F32) {
     const float* w = static_cast<const float*>(W.data);

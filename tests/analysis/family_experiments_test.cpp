@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -80,7 +81,11 @@ TEST(FamilyExperiments, NumbersMatchAnIndependentComputation) {
              {"share_xx", s.share_xx}, {"share_xb", s.share_xb}, {"share_bx", s.share_bx}, {"share_bb", s.share_bb},
              {"bias_share", s.bias_share}, {"bias_share_softmax", s.bias_share_softmax}})
       EXPECT_NEAR(got, rs[key].get<double>(), 1e-4) << key;
-    EXPECT_LT(s.reconstruction_max_abs, 1e-5);
+    // The parts are recomputed in double from the float32 rows, S comes from the forward's float32 q and k:
+    // they differ by float32 rounding, relative to the largest score (GPT-Neo's, unscaled, reach 46).
+    double S_max = 1;
+    for (double e : s.S.a) S_max = std::max(S_max, std::abs(e));
+    EXPECT_LT(s.reconstruction_max_abs, 1e-6 * S_max) << "largest |S| " << S_max;
     EXPECT_LT(s.S_vs_hook_max_abs, 1e-5);
 
     const auto& rw = rec["swap"];

@@ -28,6 +28,7 @@
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
 #include "qkv/gemm.hpp"
+#include "qkv/pgemm.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/lm_train.hpp"
 #include "qkv/peak.hpp"
@@ -52,11 +53,17 @@ double fma_peak_in_use() {
   return g_fma_peak;
 }
 
-// What every bench JSON says about the kernels that ran: the ISA, BLIS's kernel, the FMA peak of that
-// ISA and, given a rate in GFLOP/s, its fraction of it.
+// The GEMM a model's projections over many rows take: qkv's packed one (pgemm.hpp) or BLIS.
+std::string prefill_gemm() { return pgemm_supported() ? pgemm_name() : "BLIS, kernel " + gemm_kernel(); }
+
+// What every bench JSON says about the kernels that ran: the ISA, BLIS's kernel, the projections' GEMM,
+// the FMA peak of that ISA and, given a rate in GFLOP/s, its fraction of it.
 nlohmann::json isa_fields(double gflops) {
   const double fma = fma_peak_in_use();
-  nlohmann::json j = {{"isa", flash_path_name()}, {"blis_kernel", gemm_kernel()}, {"fma_peak_gflops", fma}};
+  nlohmann::json j = {{"isa", flash_path_name()},
+                      {"blis_kernel", gemm_kernel()},
+                      {"projection_gemm", prefill_gemm()},
+                      {"fma_peak_gflops", fma}};
   if (gflops > 0) j["fraction_of_fma_peak"] = gflops / fma;
   return j;
 }
@@ -171,8 +178,8 @@ void finish(Result r, double peak, bool json) {
             << report::fmt(r.peak_mib, 1) << " MiB";
   if (r.io_mib >= 0)
     std::cout << " (" << report::fmt(r.peak_mib - r.io_mib, 1) << " MiB beyond inputs/outputs)";
-  std::cout << "\n[" << gemm_backend() << ", attention path " << flash_path_name() << " (QKV_ISA: every kernel), load "
-            << load_average() << "]\n";
+  std::cout << "\n[" << gemm_backend() << ", projections " << prefill_gemm() << ", attention path "
+            << flash_path_name() << " (QKV_ISA: every kernel), load " << load_average() << "]\n";
   if (r.extra.contains("profile")) {
     report::Table t({"op", "calls/forward", "ms/forward", "% of forward"});
     for (const auto& e : r.extra["profile"])
@@ -360,9 +367,17 @@ constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
 struct Backend {
   std::string name;
-  CblasSgemm sgemm = nullptr;  // null: qkv::gemm
+  CblasSgemm sgemm = nullptr;  // null: qkv::gemm (or pgemm)
+  bool packed = false;         // qkv's packed GEMM (pgemm.hpp), B packed from its layout per call as the forward does
   void run(bool tB, int M, int N, int K, const float* A, const float* B, float* C) const {
-    if (sgemm)
+    if (packed)
+      pgemm(M, N, K, A, K,
+            [&](int j0, int n, int nr, float* dst) {
+              if (tB) pgemm_pack_rows(B + long(j0) * K, K, n, K, nr, dst);
+              else pgemm_pack_cols(B, N, j0, n, K, nr, dst);
+            },
+            false, C, N);
+    else if (sgemm)
       sgemm(kRowMajor, kNoTrans, tB ? kTrans : kNoTrans, M, N, K, 1.0f, A, K, B, tB ? K : N, 0.0f, C, N);
     else
       gemm<float>(false, tB, M, N, K, 1.0f, A, K, B, tB ? K : N, 0.0f, C, N);
@@ -376,7 +391,16 @@ Backend load_backend(const std::string& which, int threads) {
     b.name = gemm_backend();
     return b;
   }
-  if (which != "openblas") usage_error("bench gemm: --backend must be blis or openblas");
+  if (which == "packed") {
+    if (!pgemm_supported())
+      usage_error(std::string("bench gemm: --backend packed needs the avx512 or avx2 path (this is ") +
+                  flash_path_name() + ")");
+    b.packed = true;
+    b.name = "qkv packed GEMM (" + std::string(flash_path_name()) + " micro-kernel), " + std::to_string(threads) +
+             " threads";
+    return b;
+  }
+  if (which != "openblas") usage_error("bench gemm: --backend must be blis, packed or openblas");
   // RTLD_DEEPBIND: OpenBLAS's own BLAS symbols win over BLIS's, which this binary links.
   void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!h)
@@ -716,8 +740,9 @@ void register_bench(CLI::App& app) {
   {
     auto* c = bench->add_subcommand("gemm", "SGEMM at GPT-2's shapes: BLIS (qkv::gemm) or OpenBLAS");
     c->add_option("--backend", a->backend,
-                  "blis (BLIS_ARCH_TYPE=3 forces haswell) or openblas (OPENBLAS_CORETYPE)")
-        ->check(CLI::IsMember({"blis", "openblas"}));
+                  "blis (BLIS_ARCH_TYPE=3 forces haswell), packed (qkv's own packed GEMM, the prefill's: "
+                  "avx512 and avx2 paths) or openblas (OPENBLAS_CORETYPE)")
+        ->check(CLI::IsMember({"blis", "packed", "openblas"}));
     c->add_option("--Ts", a->Ts, "token counts, e.g. 128,1024");
     c->add_option("--repeats", a->repeats, "timed runs (default 7)")->check(CLI::Range(1, 1000));
     c->add_flag("--json", a->json, "JSON output");

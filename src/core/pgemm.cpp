@@ -1,0 +1,129 @@
+// pgemm.hpp: the column panels, the threads over them, and the path's micro-kernel (pgemm_avx512.cpp,
+// pgemm_avx2.cpp, both pgemm_simd.hpp) chosen from a table by flash_path() (QKV_ISA).
+#include "qkv/pgemm.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "qkv/error.hpp"
+#include "qkv/flash.hpp"
+#include "qkv/gemm.hpp"
+
+namespace qkv {
+
+namespace flash_detail {
+void pgemm_panel_avx512(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
+void pgemm_panel_avx2(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
+void pgemm_pack_rows_avx512(const float* rows, long ld, int n, int K, int nr, float* dst);
+void pgemm_pack_rows_avx2(const float* rows, long ld, int n, int K, int nr, float* dst);
+}  // namespace flash_detail
+
+namespace {
+
+struct PgemmPath {
+  FlashPath path;
+  int mr, nr;  // a tile's rows and columns (a group of the packed panel)
+  void (*panel)(int, int, int, const float*, long, const float*, bool, float*, long);
+  void (*pack_rows)(const float*, long, int, int, int, float*);
+};
+
+constexpr PgemmPath kPaths[] = {
+    {FlashPath::Avx512, 8, 32, flash_detail::pgemm_panel_avx512, flash_detail::pgemm_pack_rows_avx512},
+    {FlashPath::Avx2, 4, 24, flash_detail::pgemm_panel_avx2, flash_detail::pgemm_pack_rows_avx2},
+};
+
+const PgemmPath* path_in_use() {
+  const FlashPath p = flash_path();
+  for (const auto& e : kPaths)
+    if (e.path == p) return &e;
+  return nullptr;
+}
+
+// A panel's packed columns take at most 2 MiB (one per thread, counted in tests/cli/memory_test.sh's RSS
+// bound) and at most 512 columns: with 256 k steps, 512 KiB of a panel stay in L2 while A's rows pass.
+constexpr long kPanelFloats = long(1) << 19;
+constexpr int kMaxPanelCols = 512;
+
+}  // namespace
+
+// QKV_GEMM=blis hands the prefill back to BLIS (to measure one against the other); packed is the default.
+bool packed_wanted() {
+  static const bool packed = [] {
+    const char* e = std::getenv("QKV_GEMM");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "packed") return true;
+    if (v == "blis") return false;
+    usage_error("QKV_GEMM=" + v + ": expected packed or blis");
+  }();
+  return packed;
+}
+
+bool pgemm_supported() { return packed_wanted() && path_in_use() != nullptr; }
+
+std::string pgemm_name() {
+  const PgemmPath* p = pgemm_supported() ? path_in_use() : nullptr;
+  if (!p) return "";
+  return std::string("qkv packed, ") + flash_path_name() + " tiles of " + std::to_string(p->mr) + " × " +
+         std::to_string(p->nr);
+}
+
+int pgemm_nr() {
+  const PgemmPath* p = path_in_use();
+  return p ? p->nr : 0;
+}
+
+void pgemm_pack_rows(const float* rows, long ld, int n, int K, int nr, float* dst) {
+  const PgemmPath* p = path_in_use();
+  if (!p) usage_error(std::string("pgemm_pack_rows: the ") + flash_path_name() + " path has no packed GEMM");
+  p->pack_rows(rows, ld, n, K, nr, dst);
+}
+
+void pgemm_pack_cols(const float* B, long ldb, int j0, int n, int K, int nr, float* dst) {
+  for (int g = 0; g * nr < n; g++) {
+    const int cols = std::min(nr, n - g * nr);
+    float* d = dst + long(g) * K * nr;
+    for (int k = 0; k < K; k++) {
+      std::copy_n(B + k * ldb + j0 + g * nr, cols, d + long(k) * nr);
+      std::fill_n(d + long(k) * nr + cols, nr - cols, 0.0f);
+    }
+  }
+}
+
+void pgemm(int M, int N, int K, const float* A, int lda, const PackB& pack, bool accumulate, float* C, int ldc) {
+  const PgemmPath* p = path_in_use();
+  if (!p) usage_error(std::string("pgemm: the ") + flash_path_name() + " path has no packed GEMM");
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int i = 0; i < M; i++) std::fill_n(C + long(i) * ldc, N, 0.0f);
+    return;
+  }
+  const int nr = p->nr;
+  // Panels: as many as a multiple of the threads, within the caps, the column groups shared out evenly.
+  const int team = omp_get_level() == 0 && double(M) * N * K >= 2e6 ? gemm_threads() : 1;
+  const long cap = std::clamp<long>(kPanelFloats / K / nr * nr, nr, kMaxPanelCols);
+  const long groups = (N + nr - 1) / nr;
+  const int panels = int(std::min<long>(groups, team * ((N + team * cap - 1) / (team * cap))));
+  const long width = (groups + panels - 1) / panels * nr;  // the widest panel
+  const int threads = std::min(team, panels);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    static thread_local std::vector<float> buf;
+    const size_t need = size_t(width) * K + 16;
+    if (buf.size() < need) buf.resize(need);
+    float* bp = buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
+#pragma omp for schedule(static)
+    for (int q = 0; q < panels; q++) {
+      const int j0 = int(groups * q / panels * nr), n = int(std::min<long>(groups * (q + 1) / panels * nr, N) - j0);
+      pack(j0, n, nr, bp);
+      p->panel(M, n, K, A, lda, bp, accumulate, C + j0, ldc);
+    }
+  }
+}
+
+}  // namespace qkv
