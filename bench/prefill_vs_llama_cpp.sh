@@ -26,7 +26,7 @@ for f in $files; do
 import json, os, sys
 f, isa, q, l = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 lib = ",".join(l["cpu_variants"]) if len(l["cpu_variants"]) == 1 else "all CPU libraries"
-print(f"| {os.path.basename(f)} | {isa} (BLIS {q['blis_kernel']}; llama.cpp {lib}) | "
+print(f"| {os.path.basename(f)} | {isa} ({q.get('projection_gemm', 'BLIS ' + q['blis_kernel'])}; llama.cpp {lib}) | "
       f"{q['median_ms']:.0f} | {q['gflops']:.1f} | {100 * q['fraction_of_fma_peak']:.0f} % | {l['median_ms']:.0f} | "
       f"{l['median_ms'] / q['median_ms']:.2f} |")
 PY

@@ -105,6 +105,12 @@ QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const f
       for (int g = 0; g < groups; g++) {
         const float* b = bp + (long(g) * K + k0) * NR;
         const int cols = std::min(NR, n - g * NR);
+        // The next group's C rows, which a pass over C larger than L2 left in L3 or memory: the tile's
+        // first loads would otherwise wait for them (about 10 % of the product).
+        if (g + 1 < groups)
+          for (int r = 0; r < rows8; r++)
+            for (int j = 0; j < NR && (g + 1) * NR + j < n; j += 16)
+              __builtin_prefetch(C + (i0 + r) * ldc + (g + 1) * NR + j, 1, 3);
         for (int r0 = 0; r0 < rows8; r0 += MR) {
           const int rows = std::min(MR, rows8 - r0);
           float* c = C + (i0 + r0) * ldc + g * NR;
