@@ -10,7 +10,7 @@
 
 namespace qkv::flash_detail {
 void pgemm_panel_avx512(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc) {
-  pgemm_panel<8, 2>(M, n, K, A, lda, bp, acc, C, ldc);
+  pgemm_panel<8, 2, 512>(M, n, K, A, lda, bp, acc, C, ldc);
 }
 void pgemm_pack_rows_avx512(const float* rows, long ld, int n, int K, int nr, float* dst) {
   pgemm_pack_rows_simd(rows, ld, n, K, nr, dst);

@@ -11,8 +11,6 @@
 namespace qkv::flash_detail {
 namespace {
 
-constexpr int kPgemmKc = 256;  // k steps per pass over a panel: KC × NC floats stay in L2
-
 // C[i, 0:NR) (+)= Σ_k ap[k, i] · bp[k, 0:NR) for i < R, NR = NV vectors, k in order; C from its own values
 // when acc. ap holds the rows' k steps interleaved, 8 floats a step (pack_a), bp the panel's group.
 template <int R, int NV>
@@ -78,12 +76,12 @@ QKV_SIMD inline void pack_a(const float* a, long lda, int rows, bool more, int k
     for (int r = 0; r < rows; r++) ap[8 * k + r] = a[r * lda + k];
 }
 
-// C [M, n] (+)= A [M, K] · the packed panel bp (pgemm.hpp's layout for groups of NR = NV·W columns): each
-// block of 8 rows × 256 k steps of A is interleaved into ap once (MR strided rows read directly would share
+// C [M, n] (+)= A [M, K] · the packed panel bp (pgemm.hpp's layout for groups of NR = NV·W columns), KC k
+// steps at a time (the panel's KC × n floats stay in L2 while A's rows pass): each block of 8 rows × KC of A is interleaved into ap once (MR strided rows read directly would share
 // L1 sets when the row stride is a multiple of 4 KiB, as d = 1024 makes it), then for each group of the
 // panel, tiles of MR rows (MR divides 8). Tiles cut by M or n go through a local tile (their rows through a
 // smaller kernel).
-template <int MR, int NV>
+template <int MR, int NV, int KC>
 QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const float* bp, bool accumulate, float* C,
                           long ldc) {
   static_assert(8 % MR == 0, "a tile's rows divide the 8 rows packed together");
@@ -91,9 +89,9 @@ QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const f
   static constexpr auto tiles = pgemm_tiles<NV>(std::make_integer_sequence<int, MR>{});
   const int groups = (n + NR - 1) / NR;
   alignas(64) float edge[MR * NR];
-  alignas(64) float ap[8 * kPgemmKc];
-  for (int k0 = 0; k0 < K; k0 += kPgemmKc) {
-    const int kc = std::min(kPgemmKc, K - k0);
+  alignas(64) float ap[8 * KC];
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kc = std::min(KC, K - k0);
     const bool acc = accumulate || k0 > 0;
     for (int i0 = 0; i0 < M; i0 += 8) {
       const int rows8 = std::min(8, M - i0);

@@ -69,7 +69,7 @@ TEST_P(Pgemm, EqualsItsTwinBitForBitAndDoubleToRounding) {
   unsigned seed = 1;
   for (int M : {1, 3, 4, 5, 7, 8, 9, 12, 13, 17, 50})
     for (int N : {1, 15, 23, 24, 25, 31, 32, 33, 49, 70})
-      for (int K : {1, 7, 8, 9, 255, 256, 257, 600}) {
+      for (int K : {1, 7, 8, 9, 255, 256, 257, 513, 600}) {
         const auto A = randu(size_t(M) * K, seed++), B = randu(size_t(N) * K, seed++),
                    C0 = randu(size_t(M) * N, seed++);
         const auto Bkn = transposed(B, N, K);
