@@ -1,7 +1,7 @@
 // The packed GEMM (pgemm.hpp) on every path with a micro-kernel this CPU runs (avx512, avx2; the others
 // skipped with a message): bit for bit against its slow twin (one std::fma per k, in order, which is what
 // the kernel promises), to rounding against gemm_reference's double sums, over shapes cut everywhere by
-// the tiles (rows around 4 and 8, columns around 24 and 32, k around 8 and 256); the same bits from both
+// the tiles (rows around 4 and 8, columns around 24 and 32, k around 8, 256 and 512); the same bits from both
 // packers (B stored [N, K] or [K, N]), on both x86 paths, on one thread and on all.
 #include "qkv/pgemm.hpp"
 
