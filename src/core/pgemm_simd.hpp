@@ -96,19 +96,9 @@ QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const f
     for (int i0 = 0; i0 < M; i0 += 8) {
       const int rows8 = std::min(8, M - i0);
       pack_a(A + i0 * lda + k0, lda, rows8, i0 + 8 <= M, kc, ap);
-      // The next block's rows towards L2 while this one computes: 8 strided streams the hardware
-      // prefetcher does not keep ahead of (their packing stalled on them: 6 % of a prefill).
-      for (int r = 0; r < 8 && i0 + 8 + r < M; r++)
-        for (int k = 0; k < kc; k += 16) __builtin_prefetch(A + (i0 + 8 + r) * lda + k0 + k, 0, 2);
       for (int g = 0; g < groups; g++) {
         const float* b = bp + (long(g) * K + k0) * NR;
         const int cols = std::min(NR, n - g * NR);
-        // The next group's C rows, which a pass over C larger than L2 left in L3 or memory: the tile's
-        // first loads would otherwise wait for them (about 10 % of the product).
-        if (g + 1 < groups)
-          for (int r = 0; r < rows8; r++)
-            for (int j = 0; j < NR && (g + 1) * NR + j < n; j += 16)
-              __builtin_prefetch(C + (i0 + r) * ldc + (g + 1) * NR + j, 1, 3);
         for (int r0 = 0; r0 < rows8; r0 += MR) {
           const int rows = std::min(MR, rows8 - r0);
           float* c = C + (i0 + r0) * ldc + g * NR;
