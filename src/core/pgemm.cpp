@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,6 @@
 #include "qkv/gemm.hpp"
 
 namespace qkv {
-
-namespace flash_detail {
-void pgemm_panel_avx512(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
-void pgemm_panel_avx2(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
-void pgemm_pack_rows_avx512(const float* rows, long ld, int n, int K, int nr, float* dst);
-void pgemm_pack_rows_avx2(const float* rows, long ld, int n, int K, int nr, float* dst);
-}  // namespace flash_detail
 
 namespace {
 
@@ -32,10 +26,30 @@ struct PgemmPath {
   void (*pack_rows)(const float*, long, int, int, int, float*);
 };
 
-constexpr PgemmPath kPaths[] = {
+}  // namespace
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+namespace flash_detail {
+void pgemm_panel_avx512(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
+void pgemm_panel_avx2(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, long ldc);
+void pgemm_pack_rows_avx512(const float* rows, long ld, int n, int K, int nr, float* dst);
+void pgemm_pack_rows_avx2(const float* rows, long ld, int n, int K, int nr, float* dst);
+}  // namespace flash_detail
+
+namespace {
+constexpr PgemmPath kX86[] = {
     {FlashPath::Avx512, 8, 32, flash_detail::pgemm_panel_avx512, flash_detail::pgemm_pack_rows_avx512},
     {FlashPath::Avx2, 4, 24, flash_detail::pgemm_panel_avx2, flash_detail::pgemm_pack_rows_avx2},
 };
+constexpr std::span<const PgemmPath> kPaths(kX86);
+}  // namespace
+#else
+namespace {
+constexpr std::span<const PgemmPath> kPaths;  // no micro-kernel off x86-64: the forward keeps BLIS
+}  // namespace
+#endif
+
+namespace {
 
 const PgemmPath* path_in_use() {
   const FlashPath p = flash_path();

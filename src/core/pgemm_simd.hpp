@@ -135,3 +135,15 @@ QKV_SIMD void pgemm_pack_rows_simd(const float* rows, long ld, int n, int K, int
 
 }  // namespace
 }  // namespace qkv::flash_detail
+
+// The two functions pgemm.cpp's table calls, for one ISA: its tile (MR rows × NV vectors) and pass (KC).
+#define QKV_PGEMM_DEFINE(isa, MR, NV, KC)                                                                      \
+  namespace qkv::flash_detail {                                                                              \
+  void pgemm_panel_##isa(int M, int n, int K, const float* A, long lda, const float* bp, bool acc, float* C, \
+                         long ldc) {                                                                         \
+    pgemm_panel<MR, NV, KC>(M, n, K, A, lda, bp, acc, C, ldc);                                               \
+  }                                                                                                          \
+  void pgemm_pack_rows_##isa(const float* rows, long ld, int n, int K, int nr, float* dst) {                 \
+    pgemm_pack_rows_simd(rows, ld, n, K, nr, dst);                                                           \
+  }                                                                                                          \
+  }

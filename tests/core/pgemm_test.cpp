@@ -14,21 +14,13 @@
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
+#include "path_fixture.hpp"
 #include "qkv/gemm.hpp"
 
 namespace qkv {
 namespace {
 
-class Pgemm : public ::testing::TestWithParam<FlashPath> {
- protected:
-  void SetUp() override {
-    flash_force_path(FlashPath::Auto);
-    if (!flash_path_supported(GetParam()))
-      GTEST_SKIP() << "the " << flash_path_name(GetParam()) << " path cannot run on this CPU/build";
-    flash_force_path(GetParam());
-  }
-  void TearDown() override { flash_force_path(FlashPath::Auto); }
-};
+class Pgemm : public PathTest {};
 
 std::vector<float> randu(size_t n, unsigned seed) {
   std::mt19937 rng(seed);

@@ -15,20 +15,12 @@
 #include <vector>
 
 #include "qkv/flash.hpp"
+#include "path_fixture.hpp"
 
 namespace qkv {
 namespace {
 
-class RowOps : public ::testing::TestWithParam<FlashPath> {
- protected:
-  void SetUp() override {
-    flash_force_path(FlashPath::Auto);
-    if (!flash_path_supported(GetParam()))
-      GTEST_SKIP() << "the " << flash_path_name(GetParam()) << " path cannot run on this CPU/build";
-    flash_force_path(GetParam());
-  }
-  void TearDown() override { flash_force_path(FlashPath::Auto); }
-};
+class RowOps : public PathTest {};
 
 std::vector<float> randn(size_t n, unsigned seed, double mean, double sd) {
   std::mt19937 rng(seed);
