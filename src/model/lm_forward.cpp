@@ -217,11 +217,13 @@ void pack_weight(const Weight& W, int j0, int n, int nr, float* dst) {
   }
 }
 
-// Many rows (a prefill) on the paths with a packed GEMM (pgemm.hpp: avx512, avx2): every weight type and
-// layout, each thread expanding its own column panels, the activations read in place. False elsewhere
-// (BLIS then), or when a quantized row is not whole blocks (W.f32's path names the error).
+// Many rows (more than kQMatmulMaxRows: a prefill) on the paths with a packed GEMM (pgemm.hpp: avx512,
+// avx2): every weight type and layout, each thread expanding its own column panels, the activations read in
+// place. False elsewhere (BLIS then), for fewer rows (a decoding step through a Conv1D weight stays with
+// gemv, which reads the weight once instead of copying it first), or when a quantized row is not whole
+// blocks (W.f32's path names the error).
 bool linear_packed(float* y, int ldy, const float* x, int N, const Weight& W, bool accumulate) {
-  if (!pgemm_supported()) return false;
+  if (N <= io::kQMatmulMaxRows || !pgemm_supported()) return false;  // few rows: a panel would cost a weight copy
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]), out = int(W.in_out ? W.shape[1] : W.shape[0]);
   if (const auto t = fused_type(W); t && in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;
   if (W.type == WeightType::GGML && (W.in_out || !fused_type(W))) return false;
@@ -231,9 +233,10 @@ bool linear_packed(float* y, int ldy, const float* x, int N, const Weight& W, bo
 }
 
 // y [N, out] (row stride ldy) = x [N, in] · W + b (W in its own layout: [out, in], or Conv1D [in, out]).
-// As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). F32 weights go to BLIS
-// in place; F16/BF16 ones are converted kChunk elements at a time into one reused buffer. One row (a
-// decoding step, last-position logits) goes through gemm_skinny's matrix–vector kernel.
+// As ops.hpp's affine_forward: y = b first, then the GEMM accumulates (beta = 1). Where linear_packed does
+// not apply, F32 weights go to BLIS in place and F16/BF16 ones are converted kChunk elements at a time
+// into one reused buffer; one row (a decoding step, last-position logits) through gemm_skinny's
+// matrix–vector kernel.
 // Up to kQMatmulMaxRows rows of an [out, in] weight go to the fused kernels (linear_fused) instead, more rows
 // to the packed GEMM (linear_packed) on the avx512 and avx2 paths, else, for a non-F32 [out, in] weight, to
 // L2-sized expanded panels (linear_panels).
