@@ -77,10 +77,10 @@ QKV_SIMD inline void pack_a(const float* a, long lda, int rows, bool more, int k
 }
 
 // C [M, n] (+)= A [M, K] · the packed panel bp (pgemm.hpp's layout for groups of NR = NV·W columns), KC k
-// steps at a time (the panel's KC × n floats stay in L2 while A's rows pass): each block of 8 rows × KC of A is interleaved into ap once (MR strided rows read directly would share
-// L1 sets when the row stride is a multiple of 4 KiB, as d = 1024 makes it), then for each group of the
-// panel, tiles of MR rows (MR divides 8). Tiles cut by M or n go through a local tile (their rows through a
-// smaller kernel).
+// steps at a time (the panel's KC × n floats stay in L2 while A's rows pass). Each block of 8 rows × KC of
+// A is interleaved into ap once (MR strided rows read directly would share L1 sets when the row stride is a
+// multiple of 4 KiB, as d = 1024 makes it), then each group of the panel takes tiles of MR rows (MR divides
+// 8). Tiles cut by M or n go through a local tile (their rows through a smaller kernel).
 template <int MR, int NV, int KC>
 QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const float* bp, bool accumulate, float* C,
                           long ldc) {
