@@ -64,8 +64,6 @@ const PgemmPath* path_in_use() {
 constexpr long kPanelFloats = long(1) << 19;
 constexpr int kMaxPanelCols = 512;
 
-}  // namespace
-
 // QKV_GEMM=blis hands the prefill back to BLIS (to measure one against the other); packed is the default.
 bool packed_wanted() {
   static const bool packed = [] {
@@ -77,6 +75,8 @@ bool packed_wanted() {
   }();
   return packed;
 }
+
+}  // namespace
 
 bool pgemm_supported() { return packed_wanted() && path_in_use() != nullptr; }
 

@@ -225,8 +225,9 @@ void pack_weight(const Weight& W, int j0, int n, int nr, float* dst) {
 bool linear_packed(float* y, int ldy, const float* x, int N, const Weight& W, bool accumulate) {
   if (N <= io::kQMatmulMaxRows || !pgemm_supported()) return false;  // few rows: a panel would cost a weight copy
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]), out = int(W.in_out ? W.shape[1] : W.shape[0]);
-  if (const auto t = fused_type(W); t && in % io::ggml_type_traits(uint32_t(*t))->block_size != 0) return false;
-  if (W.type == WeightType::GGML && (W.in_out || !fused_type(W))) return false;
+  // fused_type: the types the decoders expand, [out, in] only; other GGML types stay with W.f32's path
+  const auto t = fused_type(W);
+  if (t ? in % io::ggml_type_traits(uint32_t(*t))->block_size != 0 : W.type == WeightType::GGML) return false;
   pgemm(N, out, in, x, in, [&W](int j0, int n, int nr, float* dst) { pack_weight(W, j0, n, nr, dst); }, accumulate,
         y, ldy);
   return true;
