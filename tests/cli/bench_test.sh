@@ -43,6 +43,15 @@ check peak-unsupported-isa 2 "^qkv: error: bench peak: this CPU cannot run the $
 check peak-bad-repeats 2 "^qkv: error: .*--repeats" -- bench peak --repeats 0 --peak 100
 check peak-bad-array 2 "^qkv: error: .*--array-mib" -- bench peak --array-mib 0 --peak 100
 QKV_ISA=sse check peak-bad-qkv-isa 2 "^qkv: error: QKV_ISA=sse: expected auto, portable, avx2, avx512 or neon" -- bench peak --peak 100
+# The projections' GEMM: qkv's packed one on the x86 vector paths, BLIS with QKV_GEMM=blis or on the portable
+# path; any other QKV_GEMM is a usage error, and bench gemm --backend packed needs a path with the kernel.
+QKV_GEMM=blis check gemm-blis-json 0 '"projection_gemm": "BLIS, kernel [a-z0-9]+"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+QKV_ISA=portable check gemm-portable-json 0 '"projection_gemm": "BLIS, kernel generic"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+QKV_GEMM=fast check gemm-bad-env 2 "^qkv: error: QKV_GEMM=fast: expected packed or blis" -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+QKV_ISA=portable check gemm-packed-portable 2 "^qkv: error: bench gemm: --backend packed needs the avx512 or avx2 path \(this is portable\)" -- bench gemm --backend packed --Ts 8 --repeats 1 --fma-peak 100
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  QKV_ISA=avx2 check gemm-packed-avx2 0 '"projection_gemm": "qkv packed, avx2 tiles of 4 × 24"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
+fi
 # Every bench JSON names the ISA, BLIS's kernel and the fraction of the FMA peak.
 check attention-isa-json 0 '"blis_kernel": "[a-z0-9]+"' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
 check attention-fma-fraction 0 '"fraction_of_fma_peak": [0-9]' -- bench attention --T 16 --H 1 --repeats 1 --peak 100 --fma-peak 100 --json
