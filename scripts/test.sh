@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh, then the test-only packages) and runs every test, stage by stage:
 #   1. the normal (Release) build with tests and benchmarks: every GoogleTest, CLI and fuzz-replay test;
+#      then the engine's tests against their references with QKV_ISA forcing each kernel path the CPU did
+#      not choose (tests/paths/run.sh: portable, and avx2 on an AVX-512 CPU);
 #   1b. on that build: `import qkv`'s pytest suite, the notebooks executed, `pip install .` into a fresh venv
 #       and imported from there, and tests/package/ (a consumer of `cmake --install`) built and run
 #       (QKV_TEST_PYTHON=0 skips);
@@ -19,8 +21,8 @@
 # the background too. The sanitizer suite waits for the sanitizer build; the fuzzers run last, alone.
 # Background output goes to BUILD/test-logs/ and is printed when the job is collected (only its tail,
 # for a build that succeeded).
-# Environment: QKV_BUILD_DIR (default build); QKV_TEST_PYTHON=0 / QKV_TEST_RETRAIN=0 / QKV_TEST_SANITIZE=0 /
-# QKV_TEST_FUZZ=0 / QKV_TEST_ARM=0 skip a stage (CI runs them all); QKV_FUZZ_SECONDS.
+# Environment: QKV_BUILD_DIR (default build); QKV_TEST_PATHS=0 / QKV_TEST_PYTHON=0 / QKV_TEST_RETRAIN=0 /
+# QKV_TEST_SANITIZE=0 / QKV_TEST_FUZZ=0 / QKV_TEST_ARM=0 skip a stage (CI runs them all); QKV_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -143,6 +145,11 @@ stage_start=$(date +%s)
 export QKV_THREADS=${QKV_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ctest --test-dir "$build" --output-on-failure -j "$jobs" || status=1
 stage "normal suite"
+# The engine's tests against their references again on the kernel paths this CPU did not choose (QKV_ISA).
+if [ "${QKV_TEST_PATHS:-1}" != 0 ]; then
+  bash tests/paths/run.sh "$build" || status=1
+  stage "the other kernel paths (QKV_ISA=avx2, portable)"
+fi
 
 # ---- python and package: the pytest suite of `import qkv`, the notebooks executed (a cell that errors
 # fails it), and a separate CMake project built against `cmake --install` of this build ----
