@@ -148,7 +148,7 @@ stage "normal suite"
 # The engine's tests against their references again on the kernel paths this CPU did not choose (QKV_ISA).
 if [ "${QKV_TEST_PATHS:-1}" != 0 ]; then
   bash tests/paths/run.sh "$build" || status=1
-  stage "the other kernel paths (QKV_ISA=avx2, portable)"
+  stage "the other kernel paths (tests/paths/run.sh)"
 fi
 
 # ---- python and package: the pytest suite of `import qkv`, the notebooks executed (a cell that errors
