@@ -11,6 +11,7 @@
 # Run it on a quiet machine, under the bench lock when one is shared: flock /tmp/qkv-bench.lock bench/…
 set -euo pipefail
 qkv=$1 llama=$2 llama_avx2=$3 files=$4 T=${5:-512} threads=${6:-2} reps=${7:-5} rounds=${8:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "prefill_vs_llama_cpp.sh: rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 cp "$here/llama_cpp_prefill.mjs" "$llama/" && cp "$here/llama_cpp_prefill.mjs" "$llama_avx2/"
 fma() { QKV_ISA=$1 QKV_THREADS=$threads "$qkv" bench peak --isa "$1" --no-bandwidth --peak 1 --json 2>/dev/null |
