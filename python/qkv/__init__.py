@@ -21,6 +21,8 @@ Bad input raises qkv.Error (a ValueError) with the CLI's message. The GIL is rel
 computes. See docs/python.md.
 """
 
+import sys as _sys
+
 import numpy as _np
 
 from . import _qkv
@@ -47,6 +49,7 @@ from .grad import logit_diff, loss
 from .patching import patch
 from .research import Store, attribute, open_store, rank_agreement, sweep
 from .weights import WeightsMixin as _WeightsMixin
+from .added_hooks import HooksMixin as _HooksMixin
 
 __all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "attribute", "sweep",
            "open_store", "Store", "rank_agreement", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
@@ -141,11 +144,12 @@ def _activation(arr, name, tokens):
 
 
 
-class Model(_WeightsMixin):
+class Model(_WeightsMixin, _HooksMixin):
     """A loaded checkpoint. Create it with `qkv.load(path)`.
 
     Its weights by TransformerLens's names (W_Q, …, b_U, cfg, QK, OV, state_dict) come from
-    qkv/weights.py, which says which arrays are views and which are copies."""
+    qkv/weights.py, which says which arrays are views and which are copies; hooks that stay on it
+    (add_hook, reset_hooks, hooks()) from qkv/added_hooks.py."""
 
     def __init__(self, path=None):
         """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""
@@ -227,7 +231,8 @@ class Model(_WeightsMixin):
         return _batch.to_tokens(self, texts, padding_side=padding_side, bos=bos)
 
     def __call__(self, tokens, attention_mask=None, return_type="logits", loss_per_token=False):
-        """logits float32 [T, vocab] for `tokens` (a text or token ids [T]): the engine's forward, no hooks;
+        """logits float32 [T, vocab] for `tokens` (a text or token ids [T]): the engine's forward (with the
+        hooks on the model, add_hook's, if there are any);
         a batch (ids [B, T] with attention_mask, or a list of texts): [B, T, vocab].
 
         return_type (TransformerLens's): "logits"; "loss", the mean next-token cross-entropy of the input
@@ -236,12 +241,24 @@ class Model(_WeightsMixin):
         the loss of each position instead, float64 [T − 1] ([B, T − 1], 0 where masked)."""
         if return_type not in ("logits", "loss", "both", None):
             raise _usage("return_type: expected 'logits', 'loss', 'both' or None, got %r" % (return_type,))
-        ids, mask, _ = _batch.forward_tokens(self, tokens, attention_mask)
-        logits = self._m.run(ids, mask)
+        ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
+        if self._added:  # hooks on the model (add_hook): run_with_hooks' forward
+            logits = self._hooked_run(ids, mask, labels, [])
+        else:
+            logits = self._m.run(ids, mask)
+        return self._returned(logits, ids, mask, return_type, loss_per_token)
+
+    def _returned(self, logits, ids, mask, return_type, loss_per_token):
+        """What __call__ and run_with_hooks return for return_type (checked by them before the forward)."""
         if return_type == "logits" or return_type is None:
             return logits if return_type else None
         loss = _batch.next_token_loss(logits, ids, mask, loss_per_token)
         return loss if return_type == "loss" else (logits, loss)
+
+    def _hooked_run(self, ids, mask, labels, fwd_hooks):
+        """Logits of the engine's hooked forward: the added hooks, then fwd_hooks."""
+        hooks = _hooks.engine_hooks(self, self._with_added(fwd_hooks), lambda arr, n: _activation(arr, n, labels))
+        return _activation(self._m.run_with_hooks(ids, hooks, mask), "logits", labels)
 
     def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None,
                        attention_mask=None, names_filter=None):
@@ -275,6 +292,25 @@ class Model(_WeightsMixin):
                 raise _usage("run_with_cache: give names or names_filter, not both")
             names = names_filter
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
+        keep = self._kept(names, layers)
+        if self._added:
+            if incl_bwd:
+                self._no_added_hooks("run_with_cache(incl_bwd=True) (its gradients come from the training forward)")
+            return self._hooked_cache(ids, mask, labels, keep)
+        spec = _grad._metric_spec(self, metric) if incl_bwd else None
+        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
+        logits = _activation(raw_logits, "logits", labels)
+        cache = ActivationCache({n: (logits if n == "logits" else _activation(raw[n], n, labels))
+                                 for n in self._all_names if n in raw}, self, ids)
+        if incl_bwd:
+            _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
+            for n in self._all_names:
+                if n in grads and (keep is None or n in keep):
+                    cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)
+        return logits, cache
+
+    def _kept(self, names, layers):
+        """run_with_cache's names and layers as the list of hook names to keep (None: every one)."""
         all_names = self._all_names
         if names is None:
             keep = None  # everything: the engine's own default
@@ -295,21 +331,29 @@ class Model(_WeightsMixin):
                 wanted.add(l)
             keep = [n for n in (all_names if keep is None else keep)
                     if not _BLOCK.match(n) or int(_BLOCK.match(n).group(1)) in wanted]
-        spec = _grad._metric_spec(self, metric) if incl_bwd else None
-        raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
-        logits = _activation(raw_logits, "logits", labels)
-        cache = ActivationCache({n: (logits if n == "logits" else _activation(raw[n], n, labels))
-                                 for n in all_names if n in raw}, self, ids)
-        if incl_bwd:
-            _, _, grads, _ = _qkv.grads(self._m, ids, spec, keep, mask)
-            for n in all_names:
-                if n in grads and (keep is None or n in keep):
-                    cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)
-        return logits, cache
+        return keep
 
-    def run_with_hooks(self, tokens, fwd_hooks=(), attention_mask=None):
+    def _hooked_cache(self, ids, mask, labels, keep):
+        """run_with_cache with hooks on the model: the hooked forward, each kept activation copied after
+        every hook on it ran (so the cache holds what the forward went on with)."""
+        kept = {}
+        wanted = [n for n in (self._all_names if keep is None else keep) if n != "logits"]
+
+        def grab(a, hook):
+            kept[str(hook)] = _activation(_np.array(a, copy=True), str(hook), labels)
+
+        logits = self._hooked_run(ids, mask, labels, [(n, grab) for n in wanted])
+        kept["logits"] = logits
+        return logits, ActivationCache({n: kept[n] for n in self._all_names if n in kept and
+                                        (keep is None or n in keep)}, self, ids)
+
+    def run_with_hooks(self, tokens, fwd_hooks=(), attention_mask=None, return_type="logits", loss_per_token=False,
+                       bwd_hooks=(), reset_hooks_end=True):
         """logits float32 [T, vocab] with Python hooks in the forward (a batch: [B, T, vocab], each hook's
-        activation with the leading B, as run_with_cache's arrays).
+        activation with the leading B, as run_with_cache's arrays). return_type and loss_per_token as
+        __call__'s ("loss": the loss of the hooked forward). Hooks on the model (add_hook) run first.
+        reset_hooks_end=False leaves fwd_hooks on the model afterwards (model.add_hook); bwd_hooks: none
+        (qkv.Error), gradients come from run_with_cache(incl_bwd=True).
 
         fwd_hooks: [(hook name, fn), ...]; fn(activation, hook) is called when the forward reaches that
         hook point (the name may be a filter, a predicate over hook names, as in TransformerLens; `hook`
@@ -319,10 +363,17 @@ class Model(_WeightsMixin):
         Several hooks on one name run in the given order. The view is valid during the call; the forward
         reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook stops the
         forward and propagates."""
+        if bwd_hooks:
+            raise _usage("run_with_hooks: bwd_hooks: qkv runs forward hooks only (gradients at every hook point "
+                         "come from run_with_cache(incl_bwd=True))")
+        if return_type not in ("logits", "loss", "both", None):
+            raise _usage("return_type: expected 'logits', 'loss', 'both' or None, got %r" % (return_type,))
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)
-        hooks = _hooks.engine_hooks(self, fwd_hooks, lambda arr, n: _activation(arr, n, labels))
-        logits = self._m.run_with_hooks(ids, hooks, mask)
-        return _activation(logits, "logits", labels)
+        logits = self._hooked_run(ids, mask, labels, list(fwd_hooks))
+        if not reset_hooks_end:
+            for name, fn in fwd_hooks:
+                self.add_hook(name, fn)
+        return self._returned(logits, ids, mask, return_type, loss_per_token)
 
 
     def generate(self, tokens, max_new_tokens=16, temperature=0.0, top_k=0, top_p=1.0, seed=0, fwd_hooks=(),
@@ -364,6 +415,7 @@ class Model(_WeightsMixin):
                 keep = _np.nonzero(a != pad_id)[0]
                 a = a[keep[0]:keep[-1] + 1] if keep.size else a[:0]
             tokens = a
+        fwd_hooks = self._with_added(fwd_hooks)  # the hooks on the model (add_hook) first
         if batch:
             return self._generate_batch(tokens, attention_mask, pad_id, max_new_tokens, temperature, top_k, top_p,
                                         seed, fwd_hooks, steer, stop_at_eos, return_dict)
@@ -486,9 +538,12 @@ def load(path=None):
 
 
 def _model(m):
-    """The engine's model inside a qkv.Model (qkv.Error for anything else)."""
+    """The engine's model inside a qkv.Model for an experiment that runs the engine's own forward (qkv.Error
+    for anything else, and while Python hooks are on the model: they would be left out; the error names
+    the calling function)."""
     if not isinstance(m, Model):
         raise _usage("expected a qkv.Model (from qkv.load), got %s" % type(m).__name__)
+    m._no_added_hooks("qkv." + _sys._getframe(1).f_code.co_name)
     return m._m
 
 
