@@ -15,8 +15,10 @@ TransformerLens's shorthand, resolved by `get_act_name` (the same rules as `tran
 (`stack_activation`, `accumulated_resid`, `stack_head_results`, `decompose_resid`, `remove_batch_dim`) and
 attributes logits directly (`apply_ln_to_stack`, `logit_attrs`). Computed here, from the cached hooks and
 the weights: the per-head products z[…, h, :] @ W_O[l, h] (float32) and the norms' scales (float64, from
-the residual each norm reads: qkv's hooks hold no scale). TransformerLens's `pos_slice` / `batch_slice`
-options are not offered: index the arrays."""
+the residual each norm reads: qkv's hooks hold no scale). The stacks take TransformerLens's `apply_ln`
+(the norm that reads the residual at `layer` applied to every component, apply_ln_to_stack) and
+`pos_slice` (an int, a (start, stop[, step]) tuple, a slice or a list of positions, on the position
+axis); `batch_slice` is not offered: index the arrays."""
 
 import re as _re
 
@@ -26,6 +28,23 @@ import numpy as _np
 def _usage(message):
     from . import _usage as u
     return u(message)
+
+
+def _pos(a, pos_slice, axis=-2):
+    """a with only the positions pos_slice names on `axis` (TransformerLens's Slice): None all, an int
+    that one (the axis dropped), a (start, stop[, step]) tuple or a slice, a list or array of positions."""
+    if pos_slice is None:
+        return a
+    if isinstance(pos_slice, tuple):
+        pos_slice = slice(*pos_slice)
+    elif not isinstance(pos_slice, (int, _np.integer, slice)):
+        pos_slice = _np.asarray(pos_slice)
+    index = [slice(None)] * a.ndim
+    index[axis] = pos_slice
+    try:
+        return a[tuple(index)]
+    except IndexError as e:
+        raise _usage("pos_slice %r: %s (the sequence has %d positions)" % (pos_slice, e, a.shape[axis])) from None
 
 
 # Shorthand names and where in a block they live (TransformerLens's tables).
@@ -115,10 +134,15 @@ class ActivationCache(dict):
         last = self._stop("stack_activation", layer)
         return _np.stack([_np.asarray(self[name, l, sublayer_type]) for l in range(last)])
 
-    def accumulated_resid(self, layer=None, incl_mid=False, return_labels=False):
+    def accumulated_resid(self, layer=None, incl_mid=False, apply_ln=False, pos_slice=None, mlp_input=False,
+                          return_labels=False):
         """The residual stream as layers 0 … layer read it: resid_pre of each (with incl_mid also the
-        resid_mid of each layer below `layer`) and, when layer is the last + 1 (None or -1: so), the
-        last layer's resid_post — float32 [components, …]; labels "0_pre", "0_mid", …, "final_post"."""
+        resid_mid of each layer below `layer`; with mlp_input that of `layer` itself, what its MLP reads)
+        and, when layer is the last + 1 (None or -1: so), the last layer's resid_post — float32
+        [components, …]; labels "0_pre", "0_mid", …, "final_post" (where attention and MLP run in
+        parallel there is no resid_mid: the MLP reads resid_pre). pos_slice keeps those positions;
+        apply_ln divides every component by the scale of the norm reading the residual at `layer` (the
+        final norm for None; ln2 with mlp_input), as TransformerLens's logit lens does (float64)."""
         n = self._n_layers()
         last = self._stop("accumulated_resid", layer)
         parts, labels = [], []
@@ -129,35 +153,49 @@ class ActivationCache(dict):
                 continue
             parts.append(self["resid_pre", l])
             labels.append("%d_pre" % l)
-            if incl_mid and l < last:
+            if ((incl_mid and l < last) or (mlp_input and l == last)) and not self.model.config["parallel_residual"]:
                 parts.append(self["resid_mid", l])
                 labels.append("%d_mid" % l)
-        stack = _np.stack([_np.asarray(p) for p in parts])
+        stack = _pos(_np.stack([_np.asarray(p) for p in parts]), pos_slice)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, last, mlp_input, pos_slice)
         return (stack, labels) if return_labels else stack
 
-    def stack_head_results(self, layer=-1, return_labels=False):
+    def stack_head_results(self, layer=-1, return_labels=False, incl_remainder=False, pos_slice=None,
+                           apply_ln=False):
         """Each head's output z[…, h, :] @ W_O[l, h] for the heads of layers 0 … layer-1 (layer=-1: all),
         computed in float32 from the cached hook_z: [n_layers · n_heads, …, T, d_model]; labels "L0H0",
         "L0H1", … with return_labels. hook_attn_out is a layer's sum plus b_O (on Gemma 2 that sum then
-        passes the post-attention norm)."""
+        passes the post-attention norm). incl_remainder adds "remainder", the residual at `layer` (what
+        its ln1 reads; the final one for -1) minus the heads' sum; pos_slice and apply_ln as
+        accumulated_resid's."""
         last = self._stop("stack_head_results", layer)
         parts, labels = [], []
         for l in range(last):
-            z = _np.asarray(self["z", l])  # [..., T, H, dh]
+            z = _pos(_np.asarray(self["z", l]), pos_slice, -3)  # [..., T, H, dh]
             W_O = self.model._m_weight("W_O", l)  # [H, dh, d]
             for h in range(W_O.shape[0]):
                 parts.append(z[..., h, :] @ W_O[h])
                 labels.append("L%dH%d" % (l, h))
         if not parts:
             raise _usage("stack_head_results: no layers below layer %d" % last)
+        if incl_remainder:
+            resid = _pos(self._norm_input(last, False), pos_slice)
+            parts.append((resid.astype(_np.float64) - _np.sum(parts, axis=0, dtype=_np.float64)).astype(_np.float32))
+            labels.append("remainder")
         stack = _np.stack(parts)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, last, False, pos_slice)
         return (stack, labels) if return_labels else stack
 
-    def decompose_resid(self, layer=None, mode="all", incl_embeds=True, return_labels=False):
+    def decompose_resid(self, layer=None, mlp_input=False, mode="all", apply_ln=False, pos_slice=None,
+                        incl_embeds=True, return_labels=False):
         """The final residual stream (layer=None) or the one layer `layer` reads, split into what wrote it:
         "embed" (the token embedding, as the forward scales it) and "pos_embed" (learned positions: the rest
         of resid_pre 0; a rotary model has none), then each layer's "L_attn_out" and "L_mlp_out" (mode
-        "attn" or "mlp": only those) — float32 [components, …, T, d_model] summing to that residual."""
+        "attn" or "mlp": only those) — float32 [components, …, T, d_model] summing to that residual.
+        mlp_input: the residual layer's MLP reads instead (its own attn_out added, unless attention and
+        MLP run in parallel); pos_slice and apply_ln as accumulated_resid's."""
         if mode not in ("all", "attn", "mlp"):
             raise _usage("decompose_resid: mode must be 'all', 'attn' or 'mlp', got %r" % (mode,))
         last = self._stop("decompose_resid", layer)
@@ -169,9 +207,14 @@ class ActivationCache(dict):
             for kind in kinds:
                 parts.append(_np.asarray(self["%s_out" % kind, l]))
                 labels.append("%d_%s_out" % (l, kind))
+        if mlp_input and last < self._n_layers() and "attn" in kinds and not self.model.config["parallel_residual"]:
+            parts.append(_np.asarray(self["attn_out", last]))
+            labels.append("%d_attn_out" % last)
         if not parts:
             raise _usage("decompose_resid: nothing to stack (no layers below %d and no embeddings)" % last)
-        stack = _np.stack(parts)
+        stack = _pos(_np.stack(parts), pos_slice)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, last, mlp_input, pos_slice)
         return (stack, labels) if return_labels else stack
 
     def _embeds(self):
@@ -193,12 +236,13 @@ class ActivationCache(dict):
             return _np.asarray(self["resid_mid", l])
         return _np.asarray(self["resid_pre", l])
 
-    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False):
+    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, pos_slice=None):
         """The components of a residual stream ([components, …, T, d_model], e.g. decompose_resid's) as the
         norm that reads it sees them, without its weight and bias: centred (LayerNorm) and divided by the
         norm's scale, sqrt(mean-square (or variance) + eps) of the residual in the cache, recomputed here in
-        float64 (qkv's hooks hold no scale). Their sum is that norm's output before w and b. float64."""
-        x = self._norm_input(layer, mlp_input).astype(_np.float64)
+        float64 (qkv's hooks hold no scale). Their sum is that norm's output before w and b. float64.
+        pos_slice: the positions the stack holds (the scales are taken at those)."""
+        x = _pos(self._norm_input(layer, mlp_input), pos_slice).astype(_np.float64)
         stack = _np.asarray(residual_stack, dtype=_np.float64)
         if stack.shape[1:] != x.shape:
             raise _usage("apply_ln_to_stack: the stack's components are %s, the residual they add to is %s" %

@@ -150,3 +150,59 @@ def test_attribution_in_a_batch_and_on_the_bundled_model(model):
         cache.apply_ln_to_stack(stack[:, :1])
     with pytest.raises(qkv.Error, match="mode"):
         cache.decompose_resid(mode="heads")
+
+
+def _close(a, b, arch=""):
+    scale = max(1.0, float(np.abs(b).max()))
+    assert a.shape == b.shape and np.abs(np.asarray(a, np.float64) - b).max() <= 1e-4 * scale, arch
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_apply_ln_is_the_engines_final_norm(family_model, arch):
+    """accumulated_resid(apply_ln=True)'s last component, through ln_final's weight and bias, is the engine's
+    ln_final.hook_normalized; the other stacks apply the same scales."""
+    m = family_model(arch)
+    _, cache = m.run_with_cache(IDS)
+    w = m.ln_final_w.astype(np.float64) + (1.0 if m.config["norm"] == "rmsnorm_plus_one" else 0.0)
+    acc = cache.accumulated_resid(apply_ln=True)
+    assert acc.dtype == np.float64
+    _close(acc[-1] * w + m.ln_final_b, cache["ln_final.hook_normalized"], arch)
+    dec = cache.decompose_resid(apply_ln=True)
+    _close(dec.sum(0) * w + m.ln_final_b, cache["ln_final.hook_normalized"], arch)
+    heads = cache.stack_head_results(incl_remainder=True, apply_ln=True)
+    _close(heads.sum(0) * w + m.ln_final_b, cache["ln_final.hook_normalized"], arch)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox", "gemma"])
+def test_mlp_input_and_the_remainder(family_model, arch):
+    """mlp_input stacks what the MLP reads (resid_mid; resid_pre where attention and MLP run in parallel);
+    the remainder completes the heads to the residual the layer reads."""
+    m = family_model(arch)
+    _, cache = m.run_with_cache(IDS)
+    mlp_reads = "resid_pre" if m.config["parallel_residual"] else "resid_mid"
+    stack, labels = cache.accumulated_resid(layer=1, mlp_input=True, return_labels=True)
+    assert labels == ["0_pre", "1_pre"] + ([] if m.config["parallel_residual"] else ["1_mid"])
+    assert np.array_equal(stack[-1], cache[mlp_reads, 1])
+    _close(cache.decompose_resid(layer=1, mlp_input=True).sum(0), cache[mlp_reads, 1], arch)
+    _close(cache.decompose_resid(layer=1).sum(0), cache["resid_pre", 1], arch)
+    res, labels = cache.stack_head_results(layer=1, incl_remainder=True, return_labels=True)
+    assert labels[-1] == "remainder" and len(labels) == m.cfg.n_heads + 1
+    _close(res.sum(0), cache["resid_pre", 1], arch)
+
+
+@pytest.mark.parametrize("pos", [3, -1, (1, 5), slice(2, None), [0, 4, 6]])
+def test_pos_slice_keeps_those_positions(model, pos):
+    _, cache = model.run_with_cache(TEXT)
+    index = slice(*pos) if isinstance(pos, tuple) else pos
+    for stack in ("accumulated_resid", "decompose_resid", "stack_head_results"):
+        for ln in (False, True):
+            full = getattr(cache, stack)(apply_ln=ln)
+            part = getattr(cache, stack)(apply_ln=ln, pos_slice=pos)
+            want = full[:, index] if not isinstance(pos, list) else full[:, np.asarray(pos)]
+            assert part.shape == want.shape and np.allclose(part, want, rtol=1e-12, atol=0), (stack, ln)
+    ids, mask = model.to_tokens([TEXT, TEXT])
+    _, batch = model.run_with_cache(ids, attention_mask=mask)
+    assert np.allclose(batch.accumulated_resid(apply_ln=True, pos_slice=pos)[:, 0],
+                       cache.accumulated_resid(apply_ln=True, pos_slice=pos), rtol=1e-5, atol=1e-6)
+    with pytest.raises(qkv.Error, match="pos_slice"):
+        cache.accumulated_resid(pos_slice=1000)
