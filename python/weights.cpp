@@ -74,6 +74,35 @@ Window o_window(const qkv::Model& m, int layer) {
   return {&w, 0, {a.H, a.dh, a.d}, {a.dh * s.in, s.in, s.out}};
 }
 
+// The MLP's maps: W_in [d_model, d_mlp] (up_proj / c_fc), W_gate [d_model, d_mlp] (gate_proj), W_out
+// [d_mlp, d_model] (down_proj / c_proj), as TransformerLens's GatedMLP names them; a fused gate_up_proj
+// (Phi-3) holds the gate's d_mlp outputs first, then up's. `part`: 0 in, 1 gate, 2 out.
+Window mlp_window(const qkv::Model& m, int layer, int part) {
+  const qkv::Arch& a = m.arch;
+  if (a.mlp == qkv::MlpKind::None)
+    qkv::usage_error("this " + a.model_type + " model is attention-only: it has no MLP weights");
+  const bool gated = a.mlp == qkv::MlpKind::SwiGLU || a.mlp == qkv::MlpKind::GeGLU;
+  if (part == 1 && !gated) qkv::usage_error("W_gate: this " + a.model_type + " model's MLP is not gated");
+  const qkv::BlockWeights& b = m.blocks.at(size_t(layer));
+  const int64_t ff = a.d_ff, d = a.d;
+  if (part == 2) {
+    const LinStrides s = lin_strides(b.w_down);
+    return {&b.w_down, 0, {ff, d}, {s.in, s.out}};
+  }
+  const qkv::Weight& w = a.gate_up_fused ? b.w_gate_up : part == 0 ? b.w_up : b.w_gate;
+  const LinStrides s = lin_strides(w);
+  const int64_t first = a.gate_up_fused && part == 0 ? ff : 0;  // up's outputs follow the gate's
+  return {&w, first * s.out, {d, ff}, {s.in, s.out}};
+}
+
+// b_in [d_mlp] (up's bias; zeros where there is none, as a fused gate_up_proj), b_out [d_model].
+Window mlp_bias(const qkv::Model& m, int layer, bool out) {
+  mlp_window(m, layer, out ? 2 : 0);  // the same errors
+  const qkv::BlockWeights& b = m.blocks.at(size_t(layer));
+  const qkv::Weight& w = out ? b.b_down : b.b_up;
+  return {m.arch.gate_up_fused && !out ? nullptr : present(w), 0, {out ? m.arch.d : m.arch.d_ff}, {1}};
+}
+
 using LayerFn = Window (*)(const qkv::Model&, int);
 struct BlockKind {
   const char* name;
@@ -90,6 +119,11 @@ const BlockKind kBlockKinds[] = {
     {"b_O", [](const qkv::Model& m, int l) {
        return Window{present(m.blocks.at(size_t(l)).bo), 0, {m.arch.d}, {1}};
      }},
+    {"W_in", [](const qkv::Model& m, int l) { return mlp_window(m, l, 0); }},
+    {"W_gate", [](const qkv::Model& m, int l) { return mlp_window(m, l, 1); }},
+    {"W_out", [](const qkv::Model& m, int l) { return mlp_window(m, l, 2); }},
+    {"b_in", [](const qkv::Model& m, int l) { return mlp_bias(m, l, false); }},
+    {"b_out", [](const qkv::Model& m, int l) { return mlp_bias(m, l, true); }},
 };
 
 // The whole-model weights: W_E [d_vocab, d_model], W_pos [n_ctx, d_model], W_U [d_model, d_vocab], b_U, and the
@@ -241,7 +275,8 @@ py::array rotate(const ModelPtr& m, py::array_t<float, py::array::c_style | py::
 
 void bind_weights(py::module_& mod) {
   mod.def("weight", &weight, py::arg("model"), py::arg("kind"), py::arg("layer") = py::none(),
-          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_E, W_pos, W_U, b_U, "
+          "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, "
+          "b_out, W_E, W_pos, W_U, b_U, "
           "ln_final_w, ln_final_b): "
           "every layer stacked, or one layer's; a read-only view of an F32 checkpoint where the layout allows.");
   mod.def("state_dict", &state_dict, py::arg("model"),

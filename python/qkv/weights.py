@@ -3,9 +3,10 @@
 Which arrays are views (no copy) and which are copies:
   * every array is read-only (`.copy()` to edit one); the model stays alive while an array views it;
   * a tensor the checkpoint stores as F32 (safetensors, llm.c .bin, an F32 GGUF) is viewed where it lies:
-    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O of one layer, W_E, W_pos and W_U are strided windows over the
-    stored tensor whatever the layout (GPT-2's c_attn thirds and Conv1D [in, out], NeoX's per-head
-    interleave, Phi-3's stacked rows, separate q/k/v_proj);
+    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_out of one layer, W_E, W_pos
+    and W_U are strided windows over the stored tensor whatever the layout (GPT-2's c_attn thirds and
+    Conv1D [in, out], NeoX's per-head interleave, Phi-3's stacked rows and gate_up_proj halves,
+    separate q/k/v_proj);
   * the [n_layers, …] stacks are views when the layers lie one constant distance apart in memory (qkv's
     own files, any 2-layer model), else copies;
   * F16, BF16 and quantized GGUF tensors (Q8_0, Q4_0, Q4_K, Q6_K) are dequantized into float32 copies;
@@ -86,6 +87,13 @@ class WeightsMixin:
     b_K = _weight_property("b_K", "float32 [n_layers, n_key_value_heads, d_head] (zeros without a K bias).")
     b_V = _weight_property("b_V", "float32 [n_layers, n_key_value_heads, d_head] (zeros without a V bias).")
     b_O = _weight_property("b_O", "float32 [n_layers, d_model] (zeros without an output bias).")
+    W_in = _weight_property("W_in", "float32 [n_layers, d_model, d_mlp]: the MLP's up_proj / c_fc (qkv.Error on an "
+                            "attention-only model).")
+    W_gate = _weight_property("W_gate", "float32 [n_layers, d_model, d_mlp]: a gated MLP's gate_proj (SwiGLU, GeGLU): "
+                              "post = act(u @ W_gate) · (u @ W_in + b_in); qkv.Error when the MLP is not gated.")
+    W_out = _weight_property("W_out", "float32 [n_layers, d_mlp, d_model]: mlp_out = post @ W_out + b_out.")
+    b_in = _weight_property("b_in", "float32 [n_layers, d_mlp] (zeros without an up bias).")
+    b_out = _weight_property("b_out", "float32 [n_layers, d_model] (zeros without a down bias).")
     W_E = _weight_property("W_E", "float32 [d_vocab, d_model], the token embedding as stored (Gemma's forward scales it by √d_model).")
     W_pos = _weight_property("W_pos", "float32 [n_ctx, d_model], learned positions (qkv.Error on a rotary model).")
     W_U = _weight_property("W_U", "float32 [d_model, d_vocab]: logits = ln_final @ W_U + b_U (W_Eᵀ when tied).")

@@ -2,6 +2,7 @@
 GPT-2 and on the nine families' tiny checkpoints, each checked against the forward's own activations
 (the weights must reproduce hook_q, hook_k, hook_v, hook_attn_out, the embedding and the logits)."""
 import json
+import math
 import struct
 
 import numpy as np
@@ -110,6 +111,45 @@ def test_weights_reproduce_the_forward(family_model, arch):
     if cfg.final_softcap:
         logits = cfg.final_softcap * np.tanh(logits / cfg.final_softcap)
     close(logits, cache["logits"])
+
+
+_ACT = {"gelu_new": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+        "gelu_pytorch_tanh": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+        "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2))),
+        "silu": lambda x: x / (1 + np.exp(-x))}
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_mlp_weights_reproduce_the_mlp(family_model, arch):
+    """W_in, W_gate, W_out, b_in, b_out (TransformerLens's names) recompute hook_mlp_out from
+    ln2.hook_normalized in float64 on every family (Phi-3's fused gate_up_proj, GPT-2's Conv1D included)."""
+    m = family_model(arch)
+    cfg = m.cfg
+    L, d, ff = cfg.n_layers, cfg.d_model, cfg.d_mlp
+    assert m.W_in.shape == (L, d, ff) and m.W_out.shape == (L, ff, d)
+    assert m.b_in.shape == (L, ff) and m.b_out.shape == (L, d)
+    if cfg.gated_mlp:
+        assert m.W_gate.shape == (L, d, ff)
+    else:
+        with pytest.raises(qkv.Error, match="not gated"):
+            m.W_gate
+    _, cache = m.run_with_cache(np.array([3, 57, 14, 92, 0, 57, 14, 92, 41, 100, 7, 57]) % cfg.d_vocab)
+    state = m.state_dict()
+    act = _ACT[cfg.act_fn]
+    for l in range(L):
+        u = cache["blocks.%d.ln2.hook_normalized" % l].astype(np.float64)
+        pre = u @ m.W_in[l] + m.b_in[l]
+        post = act(u @ m.W_gate[l]) * pre if cfg.gated_mlp else act(pre)
+        out = post @ m.W_out[l] + m.b_out[l]
+        if cfg.post_norms:
+            out = rms_plus_one(out, state["model.layers.%d.post_feedforward_layernorm.weight" % l], cfg.eps)
+        close(out, cache["blocks.%d.hook_mlp_out" % l], rel=1e-4)
+
+
+def test_an_attention_only_model_has_no_mlp_weights(model):
+    for name in ("W_in", "W_out", "b_in", "b_out", "W_gate"):
+        with pytest.raises(qkv.Error, match="attention-only"):
+            getattr(model, name)
 
 
 @pytest.mark.parametrize("arch", FAMILIES)
