@@ -845,7 +845,7 @@ function wireRope() {
 const PA = { res: null, req: null, geom: null, site: null, seq: 0, timer: 0, fig: null, siteFig: null };
 
 const PATCH_HOOKS = ['attn.hook_q', 'attn.hook_k', 'attn.hook_v', 'attn.hook_z', 'attn.hook_result', 'attn.hook_pattern', 'attn.hook_attn_scores',
-  'attn.hook_rot_q', 'attn.hook_rot_k', 'hook_resid_pre', 'hook_resid_mid', 'hook_resid_post', 'hook_attn_out', 'hook_mlp_out'];
+  'attn.hook_rot_q', 'attn.hook_rot_k', 'hook_resid_pre', 'hook_resid_mid', 'hook_resid_post', 'hook_attn_out', 'hook_mlp_out', 'mlp.hook_pre', 'mlp.hook_pre_linear', 'mlp.hook_post'];
 
 function patchRequest() {
   const rep = $('patch-src-rep').checked;

@@ -11,7 +11,11 @@
 //   z = A·v (query head h reads kv head h/(H/n_kv)) attn.hook_z [T,H,dh]
 //   a = z·W_O (+ b_O) (post-norm: Gemma 2)          hook_attn_out [T,d]
 //   x = x + a  (sequential)                        hook_resid_mid
-//   m = mlp(norm2(x))  (parallel: norm2 of the block's input)   ln2.hook_normalized, hook_mlp_out
+//   u2 = norm2(x)  (parallel: norm2 of the block's input)   ln2.hook_normalized
+//   pre = u2·W_in + b_in (gated: the gate's u2·W_gate)       mlp.hook_pre [T,d_mlp]
+//   up = u2·W_in + b_in (gated MLPs only)                     mlp.hook_pre_linear [T,d_mlp]
+//   post = act(pre) (gated: act(pre) · up)                    mlp.hook_post [T,d_mlp]
+//   m = post·W_out + b_out (post-norm: Gemma 2)               hook_mlp_out [T,d]
 //   x = x + m (parallel: x + a + m)                hook_resid_post
 // then ln_final.hook_normalized, logits (after any final soft-cap).
 // When neither scores nor pattern is hooked at a layer, its attention runs in the fused flash kernel

@@ -571,11 +571,14 @@ void mlp_backward(const BlockGrad<T>& b, int l, typename LmActs<T>::Layer& c, st
   std::vector<T> dhh(nn, T(0)), dg(nn, T(0)), dup;
   lin_backward(dhh.data(), opt(G, w.w_down), opt(G, w.b_down), dmo.data(), d, c.h.data(), P + w.w_down, Tn, ff,
                d, io);
+  emit(b.sink, pre + "mlp.hook_post", dhh.data(), {Tn, ff});
   std::vector<T> du2(Td, T(0));
   const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
   if (gated) {
     dup.assign(nn, T(0));
     lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp, int64_t(nn));
+    emit(b.sink, pre + "mlp.hook_pre", dg.data(), {Tn, ff});
+    emit(b.sink, pre + "mlp.hook_pre_linear", dup.data(), {Tn, ff});
     if (A.gate_up_fused) {
       std::vector<T> dgu(2 * nn);
       for (int t = 0; t < Tn; t++) {
@@ -593,6 +596,7 @@ void mlp_backward(const BlockGrad<T>& b, int l, typename LmActs<T>::Layer& c, st
   } else {
     lm_ops::mlp_act_backward(dg.data(), static_cast<T*>(nullptr), dhh.data(), c.g.data(),
                              static_cast<const T*>(nullptr), A.mlp, int64_t(nn));
+    emit(b.sink, pre + "mlp.hook_pre", dg.data(), {Tn, ff});
     lin_backward(du2.data(), opt(G, w.w_up), opt(G, w.b_up), dg.data(), ff, c.u2.data(), P + w.w_up, Tn, d, ff,
                  io);
   }

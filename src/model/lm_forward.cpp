@@ -507,17 +507,31 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
 
-// out [B·T, d] = mlp(u [B·T, d])
+// The gate's pre-activations of a fused gate_up_proj, [rows, ff] at stride ldg, at hook mlp.hook_pre: a
+// contiguous copy for the hook, its edits written back (only when that hook is asked for).
+void hook_strided_gate(const Ctx& c, const std::string& b, float* g, int ldg, int rows, int ff) {
+  if (!c.wants(b, "mlp.hook_pre")) return;
+  std::vector<float> tmp(size_t(rows) * ff);
+  for (int t = 0; t < rows; t++) std::copy_n(g + long(t) * ldg, ff, tmp.data() + long(t) * ff);
+  c.hook(b + "mlp.hook_pre", tmp.data(), c.shape({c.T, ff}));
+  for (int t = 0; t < rows; t++) std::copy_n(tmp.data() + long(t) * ff, ff, g + long(t) * ldg);
+}
+
+// out [B·T, d] = mlp(u [B·T, d]). Hooks as TransformerLens's MLP and GatedMLP name them: mlp.hook_pre (the
+// first map's output; gated: the gate's, before its activation), mlp.hook_pre_linear (gated: up's output),
+// mlp.hook_post (what the down projection reads), each [T, d_mlp].
 void mlp_block(const Ctx& c, int l, const float* u, float* out) {
   const Arch& a = c.a;
   const BlockWeights& w = c.m.blocks[size_t(l)];
   RunState& st = c.st;
   const int T = c.R(), d = a.d, ff = a.d_ff;  // every row of the batch
   const long n = long(T) * ff;
+  const std::string b = "blocks." + std::to_string(l) + ".";
   grow(st.qkv, size_t(n));  // the attention's fused projection is dead by now: its place holds h
   float* h = st.qkv.data();
   if (a.mlp == MlpKind::GeluTanh || a.mlp == MlpKind::Gelu) {
     linear(h, ff, u, T, w.w_up, &w.b_up, st.k);
+    c.maybe(b, "mlp.hook_pre", h, {c.T, ff});
     const bool tanh_form = a.mlp == MlpKind::GeluTanh;
     if (tanh_form) {
       // rowops.hpp's vectorised GELU (x / (1 + e^{-2y}), within 2e-7 relative of the training forward's
@@ -539,17 +553,21 @@ void mlp_block(const Ctx& c, int l, const float* u, float* out) {
       g = st.g.data(), ldg = 2 * ff;
 #pragma omp parallel for schedule(static) if (n >= kParallelElems)
       for (int t = 0; t < T; t++) std::copy_n(g + long(t) * ldg + ff, ff, h + long(t) * ff);
+      hook_strided_gate(c, b, g, ldg, T, ff);
     } else {
       grow(st.g, size_t(n));
       linear(st.g.data(), ff, u, T, w.w_gate, &w.b_gate, st.k);
       linear(h, ff, u, T, w.w_up, &w.b_up, st.k);
       g = st.g.data(), ldg = ff;
+      c.maybe(b, "mlp.hook_pre", g, {c.T, ff});
     }
+    c.maybe(b, "mlp.hook_pre_linear", h, {c.T, ff});
     // h ·= act(g), both activations written as g / (1 + e^{-s}) (silu: s = g; gelu_tanh: s = 2·√(2/π)(g +
     // 0.044715 g³)), the exponent capped at 88 where the result is 0 to float precision: rowops.hpp's
     // vector rows on AVX2/AVX-512 (the attention kernels' exp, < 2e-7 relative), std::exp on the portable path.
     gated_rows(h, g, ldg, T, ff, a.mlp == MlpKind::SwiGLU ? GateAct::Silu : GateAct::GeluTanh);
   }
+  c.maybe(b, "mlp.hook_post", h, {c.T, ff});
   linear(out, d, h, T, w.w_down, &w.b_down, st.k);
 }
 
@@ -586,6 +604,9 @@ std::vector<std::string> hook_names(const Model& m) {
     if (!a.attn_only()) {
       if (!a.parallel_residual) n.push_back(b + "hook_resid_mid");
       n.push_back(b + "ln2.hook_normalized");
+      n.push_back(b + "mlp.hook_pre");
+      if (a.mlp == MlpKind::SwiGLU || a.mlp == MlpKind::GeGLU) n.push_back(b + "mlp.hook_pre_linear");
+      n.push_back(b + "mlp.hook_post");
       n.push_back(b + "hook_mlp_out");
     }
     n.push_back(b + "hook_resid_post");

@@ -11,9 +11,9 @@ check info-tiny 0 'parameters  17,304' -- info --model "$fx/tiny"
 check info-llmc 0 'llm.c checkpoint, version 3' -- info --model "$fx/tiny.bin"
 check info-json 0 '"parameters": 17304' -- info --model "$fx/tiny_prefixed" --json
 check run-top 0 '^1 ' -- run --model "$fx/tiny" --tokens 3,57,14 --top 3
-check dump 0 'wrote 29 arrays' -- dump --model "$fx/tiny" --tokens 3,57,14 --out "$tmp/dump"
-[ -f "$tmp/dump/blocks.1.attn.hook_pattern.npy" ] && [ -z "$(ls "$tmp/dump" | grep -v '\.npy$')" ] || bad "dump files"
-check dump-layers 0 'wrote 16 arrays' -- dump --model "$fx/tiny" --tokens 3,57 --out "$tmp/d2" --layers 1
+check dump 0 'wrote 33 arrays' -- dump --model "$fx/tiny" --tokens 3,57,14 --out "$tmp/dump"
+[ -f "$tmp/dump/blocks.1.attn.hook_pattern.npy" ] && [ -f "$tmp/dump/blocks.1.mlp.hook_post.npy" ] && [ -z "$(ls "$tmp/dump" | grep -v '\.npy$')" ] || bad "dump files"
+check dump-layers 0 'wrote 18 arrays' -- dump --model "$fx/tiny" --tokens 3,57 --out "$tmp/d2" --layers 1
 check bad-token 2 '^qkv: error: --tokens: id 101 at position 1 is outside the vocabulary \[0, 101\)' -- run --model "$fx/tiny" --tokens 3,101
 check too-long 2 'has 16 positions' -- run --model "$fx/tiny" --tokens 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1
 check no-tokenizer 2 'has no tokenizer' -- run --model "$fx/tiny" "hello"

@@ -152,3 +152,34 @@ def test_errors(m, tokens):
         with pytest.raises(qkv.Error, match="cannot run Python hooks") as e:
             run()
         assert name in str(e.value) and Z1 in str(e.value) and e.value.exit_code == 2
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "phi3"])
+def test_mlp_neurons_can_be_hooked_and_steered(family_model, arch):
+    """mlp.hook_post (the MLP's neurons) edited in a hook changes hook_mlp_out by exactly that edit through
+    W_out; generate steers it (Phi-3: the fused gate_up_proj's strided gate goes through a copy)."""
+    fm = family_model(arch)
+    ids = np.arange(3, 12)
+    _, base = fm.run_with_cache(ids)
+
+    def kill(post, hook):
+        post[:, 5] = 0
+
+    with fm.hooks(fwd_hooks=[("blocks.0.mlp.hook_post", kill)]):
+        _, cache = fm.run_with_cache(ids, names=["blocks.0.mlp.hook_post", "blocks.0.hook_mlp_out"])
+    want = base["blocks.0.hook_mlp_out"] - np.outer(base["blocks.0.mlp.hook_post"][:, 5], fm.W_out[0][5])
+    assert np.all(cache["blocks.0.mlp.hook_post"][:, 5] == 0)
+    if not fm.cfg.post_norms:
+        assert np.abs(cache["blocks.0.hook_mlp_out"] - want).max() <= 1e-5 * max(1, np.abs(want).max())
+
+    def double_gate(pre, hook):
+        return pre * 2
+
+    doubled = fm.run_with_hooks(ids, fwd_hooks=[("blocks.0.mlp.hook_pre", double_gate)])
+    assert not np.array_equal(doubled, fm(ids))
+    seen = []
+    v = np.linspace(-1, 1, fm.cfg.d_mlp).astype(np.float32)
+    fm.generate(ids, max_new_tokens=1, steer=[("blocks.1.mlp.hook_post", v, 4.0)], stop_at_eos=False,
+                fwd_hooks=[("blocks.1.mlp.hook_post", lambda post, hook: seen.append(post.copy()))])
+    want = base["blocks.1.mlp.hook_post"] + 4.0 * v  # steering adds before the hooks see it
+    assert seen[0].shape == want.shape and np.abs(seen[0] - want).max() <= 1e-5 * np.abs(want).max()

@@ -121,8 +121,9 @@ _ACT = {"gelu_new": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0
 
 @pytest.mark.parametrize("arch", FAMILIES)
 def test_mlp_weights_reproduce_the_mlp(family_model, arch):
-    """W_in, W_gate, W_out, b_in, b_out (TransformerLens's names) recompute hook_mlp_out from
-    ln2.hook_normalized in float64 on every family (Phi-3's fused gate_up_proj, GPT-2's Conv1D included)."""
+    """W_in, W_gate, W_out, b_in, b_out (TransformerLens's names) recompute mlp.hook_pre, hook_pre_linear,
+    hook_post and hook_mlp_out from ln2.hook_normalized in float64 on every family (Phi-3's fused
+    gate_up_proj, GPT-2's Conv1D included)."""
     m = family_model(arch)
     cfg = m.cfg
     L, d, ff = cfg.n_layers, cfg.d_model, cfg.d_mlp
@@ -141,6 +142,11 @@ def test_mlp_weights_reproduce_the_mlp(family_model, arch):
         pre = u @ m.W_in[l] + m.b_in[l]
         post = act(u @ m.W_gate[l]) * pre if cfg.gated_mlp else act(pre)
         out = post @ m.W_out[l] + m.b_out[l]
+        b = "blocks.%d.mlp." % l  # TransformerLens's MLP hooks: hook_pre is the gate's when gated
+        close(u @ m.W_gate[l] if cfg.gated_mlp else pre, cache[b + "hook_pre"], rel=1e-4)
+        if cfg.gated_mlp:
+            close(pre, cache[b + "hook_pre_linear"], rel=1e-4)
+        close(post, cache[b + "hook_post"], rel=1e-4)
         if cfg.post_norms:
             out = rms_plus_one(out, state["model.layers.%d.post_feedforward_layernorm.weight" % l], cfg.eps)
         close(out, cache["blocks.%d.hook_mlp_out" % l], rel=1e-4)

@@ -245,7 +245,9 @@ def forward(cfg, W, ids):
             x = record(hooks, b + "hook_resid_mid", x)
             u2 = layer_norm(x, g(p + "ln_2.weight"), g(p + "ln_2.bias"), eps)
             u2 = record(hooks, b + "ln2.hook_normalized", u2)
-            m = gelu_tanh(u2 @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias")) @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
+            h = record(hooks, b + "mlp.hook_pre", u2 @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias"))
+            h = record(hooks, b + "mlp.hook_post", gelu_tanh(h))
+            m = h @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
             m = record(hooks, b + "hook_mlp_out", m)
             x = x + m
             x = record(hooks, b + "hook_resid_post", x)
@@ -278,8 +280,10 @@ def forward(cfg, W, ids):
             a = record(hooks, b + "hook_attn_out", a)
             u2 = layer_norm(x, W[p + "post_attention_layernorm.weight"], W[p + "post_attention_layernorm.bias"], eps)
             u2 = record(hooks, b + "ln2.hook_normalized", u2)
-            m = linear(act(linear(u2, W[p + "mlp.dense_h_to_4h.weight"], W[p + "mlp.dense_h_to_4h.bias"])),
-                       W[p + "mlp.dense_4h_to_h.weight"], W[p + "mlp.dense_4h_to_h.bias"])
+            h = record(hooks, b + "mlp.hook_pre",
+                       linear(u2, W[p + "mlp.dense_h_to_4h.weight"], W[p + "mlp.dense_h_to_4h.bias"]))
+            h = record(hooks, b + "mlp.hook_post", act(h))
+            m = linear(h, W[p + "mlp.dense_4h_to_h.weight"], W[p + "mlp.dense_4h_to_h.bias"])
             m = record(hooks, b + "hook_mlp_out", m)
             x = m + a + x  # use_parallel_residual
             x = record(hooks, b + "hook_resid_post", x)
@@ -311,8 +315,9 @@ def forward(cfg, W, ids):
             x = record(hooks, b + "hook_resid_mid", x)
             u2 = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
             u2 = record(hooks, b + "ln2.hook_normalized", u2)
-            m = linear(gelu_tanh(linear(u2, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"])),
-                       W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"])
+            h = record(hooks, b + "mlp.hook_pre", linear(u2, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"]))
+            h = record(hooks, b + "mlp.hook_post", gelu_tanh(h))
+            m = linear(h, W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"])
             m = record(hooks, b + "hook_mlp_out", m)
             x = x + m
             x = record(hooks, b + "hook_resid_post", x)
@@ -378,7 +383,10 @@ def forward(cfg, W, ids):
             gate, up = linear(u2, W[p + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
         else:
             gate, up = linear(u2, W[p + "mlp.gate_proj.weight"]), linear(u2, W[p + "mlp.up_proj.weight"])
-        m = linear(act(gate) * up, W[p + "mlp.down_proj.weight"])
+        gate = record(hooks, b + "mlp.hook_pre", gate)
+        up = record(hooks, b + "mlp.hook_pre_linear", up)
+        h = record(hooks, b + "mlp.hook_post", act(gate) * up)
+        m = linear(h, W[p + "mlp.down_proj.weight"])
         if mt == "gemma2":
             m = norm(m, W[p + "post_feedforward_layernorm.weight"], eps)
         m = record(hooks, b + "hook_mlp_out", m)

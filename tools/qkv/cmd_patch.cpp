@@ -387,7 +387,7 @@ void register_patch(CLI::App& app) {
                   "loss of the clean next token at these positions, e.g. 3,5,9-12");
   cmd->add_option("--hook", a->hook,
                   "hook to sweep: attn.hook_q|k|v|z|pattern|attn_scores|result, hook_resid_pre|mid|post, "
-                  "hook_attn_out, hook_mlp_out (every layer) or blocks.L.… (one layer)");
+                  "hook_attn_out, hook_mlp_out, mlp.hook_pre|pre_linear|post (every layer) or blocks.L.… (one layer)");
   cmd->add_flag("--per-position", a->per_position, "one site per position too");
   cmd->add_flag("--attribution", a->attribution,
                 "attribution patching: every site estimated to first order, (source − base activation) · "
