@@ -364,8 +364,7 @@ class Model(_WeightsMixin, _HooksMixin):
         reuses the buffer afterwards (`activation.copy()` to keep it). An exception in a hook stops the
         forward and propagates."""
         if bwd_hooks:
-            raise _usage("run_with_hooks: bwd_hooks: qkv runs forward hooks only (gradients at every hook point "
-                         "come from run_with_cache(incl_bwd=True))")
+            raise _usage("run_with_hooks: bwd_hooks: " + _hooks.NO_BACKWARD)
         if return_type not in ("logits", "loss", "both", None):
             raise _usage("return_type: expected 'logits', 'loss', 'both' or None, got %r" % (return_type,))
         ids, mask, labels = _batch.forward_tokens(self, tokens, attention_mask)

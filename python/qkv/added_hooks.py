@@ -13,6 +13,8 @@ they raise qkv.Error while any are on the model instead of silently leaving them
 
 import contextlib as _contextlib
 
+from . import hooks as _hooks
+
 
 def _usage(message):
     from . import _usage as u
@@ -41,19 +43,8 @@ class HooksMixin:
         keeps it unless including_permanent=True. prepend: it runs before the hooks already there.
         dir must be "fwd": qkv has no backward hooks (run_with_cache(incl_bwd=True) gives gradients)."""
         if dir != "fwd":
-            raise _usage("add_hook: dir=%r: qkv runs forward hooks only (gradients at every hook point come "
-                         "from run_with_cache(incl_bwd=True))" % (dir,))
-        if not callable(hook):
-            raise _usage("add_hook: the function for %r is not callable: %r" % (name, hook))
-        if callable(name):
-            names = [n for n in self._all_names if name(n)]
-            if not names:
-                raise _usage("add_hook: the filter %r accepts none of the model's hook points (model.hook_names)"
-                             % (name,))
-        elif isinstance(name, str) and name in self._all_names:
-            names = [name]
-        else:
-            raise _usage("add_hook: %r is not a hook point of this model (model.hook_names lists them)" % (name,))
+            raise _usage("add_hook: dir=%r: %s" % (dir, _hooks.NO_BACKWARD))
+        names = _hooks.points(self, name, hook, "add_hook", known_only=True)
         new = [_Added(n, hook, bool(is_permanent), self._hook_level) for n in names]
         self._added = new + list(self._added) if prepend else list(self._added) + new
 
@@ -71,9 +62,8 @@ class HooksMixin:
         an exception) they and every other non-permanent hook added inside the block are removed, unless
         reset_hooks_end=False. Yields the model."""
         if bwd_hooks:
-            raise _usage("hooks: bwd_hooks: qkv runs forward hooks only (gradients at every hook point come "
-                         "from run_with_cache(incl_bwd=True))")
-        pairs = _pairs(fwd_hooks, "hooks")
+            raise _usage("hooks: bwd_hooks: " + _hooks.NO_BACKWARD)
+        pairs = [_hooks.pair(h, "hooks: fwd_hooks") for h in fwd_hooks]
         self._hook_level += 1
         level = self._hook_level
         try:
@@ -95,13 +85,3 @@ class HooksMixin:
             raise _usage("%s runs the engine's own forward, which cannot run Python hooks, and %d hook(s) are on "
                          "this model (%s): remove them first with model.reset_hooks(including_permanent=True)"
                          % (what, len(self._added), ", ".join(sorted({h.name for h in self._added}))))
-
-
-def _pairs(fwd_hooks, where):
-    """fwd_hooks checked as (name, fn) pairs (qkv.Error naming `where` otherwise)."""
-    pairs = []
-    for h in fwd_hooks:
-        if not isinstance(h, (tuple, list)) or len(h) != 2:
-            raise _usage("%s: fwd_hooks: expected (name, fn) pairs, got %r" % (where, h))
-        pairs.append(tuple(h))
-    return pairs

@@ -10,6 +10,8 @@ functions written for either library run unchanged."""
 import re as _re
 
 _BLOCK = _re.compile(r"^blocks\.(\d+)\.")
+# Why bwd_hooks and add_hook(dir="bwd") are refused.
+NO_BACKWARD = "qkv runs forward hooks only (gradients at every hook point come from run_with_cache(incl_bwd=True))"
 
 
 def _usage(message):
@@ -40,20 +42,33 @@ def engine_hooks(model, fwd_hooks, wrap_activation):
     callable, or a filter that accepts no hook point of this model."""
     hooks = []
     for h in fwd_hooks:
-        if not isinstance(h, (tuple, list)) or len(h) != 2:
-            raise _usage("fwd_hooks: expected (name, fn) pairs, got %r" % (h,))
-        name, fn = h
-        if not callable(fn):
-            raise _usage("fwd_hooks: the function for %r is not callable: %r" % (name, fn))
-        if callable(name):
-            names = [n for n in model._all_names if name(n)]
-            if not names:
-                raise _usage("fwd_hooks: the filter %r accepts none of the model's hook points (model.hook_names)"
-                             % (name,))
-        else:
-            names = [str(name)]
-        hooks.extend((n, _call(fn, wrap_activation)) for n in names)
+        name, fn = pair(h, "fwd_hooks")
+        hooks.extend((n, _call(fn, wrap_activation)) for n in points(model, name, fn, "fwd_hooks"))
     return hooks
+
+
+def pair(h, where):
+    """h as a (name, fn) pair; qkv.Error naming `where` for anything else."""
+    if not isinstance(h, (tuple, list)) or len(h) != 2:
+        raise _usage("%s: expected (name, fn) pairs, got %r" % (where, h))
+    return tuple(h)
+
+
+def points(model, name, fn, where, known_only=False):
+    """The hook point names fn goes to: `name`, or every point a filter accepts. qkv.Error naming `where`
+    when fn is not callable, a filter accepts none, or (known_only) `name` is not one of the model's
+    (otherwise the engine says so when it runs)."""
+    if not callable(fn):
+        raise _usage("%s: the function for %r is not callable: %r" % (where, name, fn))
+    if callable(name):
+        names = [n for n in model._all_names if name(n)]
+        if not names:
+            raise _usage("%s: the filter %r accepts none of the model's hook points (model.hook_names)"
+                         % (where, name))
+        return names
+    if known_only and name not in model._all_names:
+        raise _usage("%s: %r is not a hook point of this model (model.hook_names lists them)" % (where, name))
+    return [str(name)]
 
 
 def _call(fn, wrap_activation):
