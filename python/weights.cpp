@@ -81,7 +81,7 @@ Window mlp_window(const qkv::Model& m, int layer, int part) {
   const qkv::Arch& a = m.arch;
   if (a.mlp == qkv::MlpKind::None)
     qkv::usage_error("this " + a.model_type + " model is attention-only: it has no MLP weights");
-  const bool gated = a.mlp == qkv::MlpKind::SwiGLU || a.mlp == qkv::MlpKind::GeGLU;
+  const bool gated = a.gated_mlp();
   if (part == 1 && !gated) qkv::usage_error("W_gate: this " + a.model_type + " model's MLP is not gated");
   const qkv::BlockWeights& b = m.blocks.at(size_t(layer));
   const int64_t ff = a.d_ff, d = a.d;

@@ -79,6 +79,7 @@ struct Arch {
   int kv_dim() const { return n_kv * dh; }
   bool rotary() const { return pos == PosKind::Rotary; }
   bool attn_only() const { return mlp == MlpKind::None; }
+  bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }  // act(gate(u)) · up(u)
   // Every layer's window, or 0 when the layer attends to all earlier positions.
   int window_of(int layer) const { return window.empty() ? 0 : window[size_t(layer)]; }
   // Throws qkv::Error (Data) naming `where` and the key when the description is inconsistent.

@@ -458,7 +458,7 @@ const std::vector<T>& lm_train_forward(const LmLayout& L, const T* P, const std:
     lm_ops::norm_forward(c.u2.data(), c.mean2.data(), c.rstd2.data(), c.x_mid.data(), P + w.ln2_w,
                          opt(P, w.ln2_b), A.norm, Tn, d, A.norm_eps);
     const size_t n = size_t(Tn) * ff;
-    const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
+    const bool gated = A.gated_mlp();
     grow(c.g, n), grow(c.h, n);
     if (gated) {
       grow(c.up, n);
@@ -573,7 +573,7 @@ void mlp_backward(const BlockGrad<T>& b, int l, typename LmActs<T>::Layer& c, st
                d, io);
   emit(b.sink, pre + "mlp.hook_post", dhh.data(), {Tn, ff});
   std::vector<T> du2(Td, T(0));
-  const bool gated = A.mlp == MlpKind::SwiGLU || A.mlp == MlpKind::GeGLU;
+  const bool gated = A.gated_mlp();
   if (gated) {
     dup.assign(nn, T(0));
     lm_ops::mlp_act_backward(dg.data(), dup.data(), dhh.data(), c.g.data(), c.up.data(), A.mlp, int64_t(nn));

@@ -605,7 +605,7 @@ std::vector<std::string> hook_names(const Model& m) {
       if (!a.parallel_residual) n.push_back(b + "hook_resid_mid");
       n.push_back(b + "ln2.hook_normalized");
       n.push_back(b + "mlp.hook_pre");
-      if (a.mlp == MlpKind::SwiGLU || a.mlp == MlpKind::GeGLU) n.push_back(b + "mlp.hook_pre_linear");
+      if (a.gated_mlp()) n.push_back(b + "mlp.hook_pre_linear");
       n.push_back(b + "mlp.hook_post");
       n.push_back(b + "hook_mlp_out");
     }
@@ -622,7 +622,7 @@ double lm_forward_flops(const Arch& a, int T, bool last_only) {
                      + 4 * causal * a.H * a.dh                    // q·kᵀ and A·v over the causal pairs
                      + 2 * t * a.q_dim() * d;                     // W_O
   if (!a.attn_only()) {
-    const bool gated = a.mlp == MlpKind::SwiGLU || a.mlp == MlpKind::GeGLU;
+    const bool gated = a.gated_mlp();
     per_block += 2 * t * d * a.d_ff * (gated ? 3 : 2);
   }
   return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size;
