@@ -103,6 +103,27 @@ Window mlp_bias(const qkv::Model& m, int layer, bool out) {
   return {m.arch.gate_up_fused && !out ? nullptr : present(w), 0, {out ? m.arch.d : m.arch.d_ff}, {1}};
 }
 
+// A norm's weight or bias [d_model] of one layer: ln1 before attention, ln2 before the MLP, Gemma 2's
+// ln1_post / ln2_post after them. A bias the norm lacks (RMSNorm) reads as zeros; a norm the model lacks
+// is an error naming `what`.
+struct NormSlot {
+  qkv::Weight qkv::BlockWeights::*w;
+  qkv::Weight qkv::BlockWeights::*b;
+  const char* what;
+};
+constexpr NormSlot kLn1{&qkv::BlockWeights::ln1_w, &qkv::BlockWeights::ln1_b, "ln1"};
+constexpr NormSlot kLn2{&qkv::BlockWeights::ln2_w, &qkv::BlockWeights::ln2_b, "ln2 (it is attention-only)"};
+constexpr NormSlot kLn1Post{&qkv::BlockWeights::post_attn_w, nullptr, "post-norms (Gemma 2 has them)"};
+constexpr NormSlot kLn2Post{&qkv::BlockWeights::post_mlp_w, nullptr, "post-norms (Gemma 2 has them)"};
+
+Window norm_window(const qkv::Model& m, int layer, const NormSlot& n, bool bias, const char* kind) {
+  const qkv::BlockWeights& blk = m.blocks.at(size_t(layer));
+  if (!(blk.*n.w).present())
+    qkv::usage_error(std::string(kind) + ": this " + m.arch.model_type + " model has no " + n.what);
+  if (!bias) return {&(blk.*n.w), 0, {m.arch.d}, {1}};
+  return {n.b ? present(blk.*n.b) : nullptr, 0, {m.arch.d}, {1}};
+}
+
 using LayerFn = Window (*)(const qkv::Model&, int);
 struct BlockKind {
   const char* name;
@@ -124,6 +145,12 @@ const BlockKind kBlockKinds[] = {
     {"W_out", [](const qkv::Model& m, int l) { return mlp_window(m, l, 2); }},
     {"b_in", [](const qkv::Model& m, int l) { return mlp_bias(m, l, false); }},
     {"b_out", [](const qkv::Model& m, int l) { return mlp_bias(m, l, true); }},
+    {"ln1_w", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn1, false, "ln1_w"); }},
+    {"ln1_b", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn1, true, "ln1_b"); }},
+    {"ln2_w", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn2, false, "ln2_w"); }},
+    {"ln2_b", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn2, true, "ln2_b"); }},
+    {"ln1_post_w", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn1Post, false, "ln1_post_w"); }},
+    {"ln2_post_w", [](const qkv::Model& m, int l) { return norm_window(m, l, kLn2Post, false, "ln2_post_w"); }},
 };
 
 // The whole-model weights: W_E [d_vocab, d_model], W_pos [n_ctx, d_model], W_U [d_model, d_vocab], b_U, and the
@@ -276,7 +303,7 @@ py::array rotate(const ModelPtr& m, py::array_t<float, py::array::c_style | py::
 void bind_weights(py::module_& mod) {
   mod.def("weight", &weight, py::arg("model"), py::arg("kind"), py::arg("layer") = py::none(),
           "A weight by TransformerLens's name (W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, "
-          "b_out, W_E, W_pos, W_U, b_U, "
+          "b_out, ln1_w, ln1_b, ln2_w, ln2_b, ln1_post_w, ln2_post_w, W_E, W_pos, W_U, b_U, "
           "ln_final_w, ln_final_b): "
           "every layer stacked, or one layer's; a read-only view of an F32 checkpoint where the layout allows.");
   mod.def("state_dict", &state_dict, py::arg("model"),

@@ -3,8 +3,8 @@
 Which arrays are views (no copy) and which are copies:
   * every array is read-only (`.copy()` to edit one); the model stays alive while an array views it;
   * a tensor the checkpoint stores as F32 (safetensors, llm.c .bin, an F32 GGUF) is viewed where it lies:
-    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_out of one layer, W_E, W_pos
-    and W_U are strided windows over the stored tensor whatever the layout (GPT-2's c_attn thirds and
+    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_out, the norms' ln1_w, ln1_b,
+    ln2_w, ln2_b, ln1_post_w, ln2_post_w of one layer, W_E, W_pos and W_U are strided windows over the stored tensor whatever the layout (GPT-2's c_attn thirds and
     Conv1D [in, out], NeoX's per-head interleave, Phi-3's stacked rows and gate_up_proj halves,
     separate q/k/v_proj);
   * the [n_layers, …] stacks are views when the layers lie one constant distance apart in memory (qkv's
@@ -94,6 +94,16 @@ class WeightsMixin:
     W_out = _weight_property("W_out", "float32 [n_layers, d_mlp, d_model]: mlp_out = post @ W_out + b_out.")
     b_in = _weight_property("b_in", "float32 [n_layers, d_mlp] (zeros without an up bias).")
     b_out = _weight_property("b_out", "float32 [n_layers, d_model] (zeros without a down bias).")
+    ln1_w = _weight_property("ln1_w", "float32 [n_layers, d_model], the weight of the norm before attention as stored "
+                             "(TransformerLens's blocks.L.ln1.w; Gemma's forward scales by 1 + w).")
+    ln1_b = _weight_property("ln1_b", "float32 [n_layers, d_model], its bias (zeros for RMSNorm).")
+    ln2_w = _weight_property("ln2_w", "float32 [n_layers, d_model], the weight of the norm before the MLP "
+                             "(blocks.L.ln2.w; qkv.Error on an attention-only model).")
+    ln2_b = _weight_property("ln2_b", "float32 [n_layers, d_model], its bias (zeros for RMSNorm).")
+    ln1_post_w = _weight_property("ln1_post_w", "float32 [n_layers, d_model], Gemma 2's norm of the attention output "
+                                  "(blocks.L.ln1_post.w; scales by 1 + w); qkv.Error on other models.")
+    ln2_post_w = _weight_property("ln2_post_w", "float32 [n_layers, d_model], Gemma 2's norm of the MLP output "
+                                  "(blocks.L.ln2_post.w); qkv.Error on other models.")
     W_E = _weight_property("W_E", "float32 [d_vocab, d_model], the token embedding as stored (Gemma's forward scales it by √d_model).")
     W_pos = _weight_property("W_pos", "float32 [n_ctx, d_model], learned positions (qkv.Error on a rotary model).")
     W_U = _weight_property("W_U", "float32 [d_model, d_vocab]: logits = ln_final @ W_U + b_U (W_Eᵀ when tied).")

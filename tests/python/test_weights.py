@@ -61,12 +61,14 @@ def test_the_seeds_exercise_in_one_cell(model, tokens):
 
 def test_bundled_gpt2_weights_are_views_of_the_file(model):
     state = model.state_dict()
-    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "W_E", "W_pos", "W_U"):
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "ln1_w", "ln1_b", "W_E", "W_pos", "W_U"):
         a = getattr(model, name)
         assert not a.flags.owndata and not a.flags.writeable, name
         with pytest.raises(ValueError):
             a[(0,) * a.ndim] = 1.0
     assert np.shares_memory(model.W_Q, state["h.0.attn.c_attn.weight"])
+    assert np.shares_memory(model.ln1_w, state["h.0.ln_1.weight"])
+    assert np.array_equal(model.ln1_b[1], state["h.1.ln_1.bias"])
     assert np.shares_memory(model.W_U, state["wte.weight"])          # tied: W_U is W_Eᵀ
     assert np.array_equal(model.W_U, model.W_E.T)
     assert model.b_U.shape == (model.cfg.d_vocab,) and not model.b_U.any()
@@ -99,7 +101,7 @@ def test_weights_reproduce_the_forward(family_model, arch):
         z = cache[b + "attn.hook_z"]
         out = np.einsum("the,hed->td", z.astype(np.float64), m.W_O[l]) + m.b_O[l]
         if cfg.post_norms:
-            out = rms_plus_one(out, state["model.layers.%d.post_attention_layernorm.weight" % l], cfg.eps)
+            out = rms_plus_one(out, m.ln1_post_w[l], cfg.eps)
         close(out, cache[b + "hook_attn_out"])
     x0 = m.W_E[ids].astype(np.float64)
     if cfg.positional_embedding_type == "standard":
@@ -148,14 +150,55 @@ def test_mlp_weights_reproduce_the_mlp(family_model, arch):
             close(pre, cache[b + "hook_pre_linear"], rel=1e-4)
         close(post, cache[b + "hook_post"], rel=1e-4)
         if cfg.post_norms:
-            out = rms_plus_one(out, state["model.layers.%d.post_feedforward_layernorm.weight" % l], cfg.eps)
+            out = rms_plus_one(out, m.ln2_post_w[l], cfg.eps)
         close(out, cache["blocks.%d.hook_mlp_out" % l], rel=1e-4)
+
+
+def norm(x, w, b, cfg, plus_one):
+    """The model's norm of rows x with weight w and bias b, in float64."""
+    x = np.asarray(x, np.float64)
+    if cfg.normalization_type == "LN":
+        x = x - x.mean(-1, keepdims=True)
+    y = x / np.sqrt((x * x).mean(-1, keepdims=True) + cfg.eps)
+    return y * ((1.0 + w) if plus_one else w) + b
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_norm_weights_reproduce_the_norms(family_model, arch):
+    """ln1_w/b and ln2_w/b (TransformerLens's blocks.L.ln1.w, …) recompute ln1.hook_normalized from
+    hook_resid_pre and ln2.hook_normalized from hook_resid_mid (resid_pre in a parallel block) on every
+    family; Gemma 2's ln1_post_w / ln2_post_w are checked in the two tests above, other models refuse them."""
+    m = family_model(arch)
+    cfg = m.cfg
+    L, d = cfg.n_layers, cfg.d_model
+    for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b"):
+        assert getattr(m, name).shape == (L, d), name
+    if cfg.normalization_type == "RMS":
+        assert not m.ln1_b.any() and not m.ln2_b.any()
+    if cfg.post_norms:
+        assert m.ln1_post_w.shape == (L, d) and m.ln2_post_w.shape == (L, d)
+    else:
+        for name in ("ln1_post_w", "ln2_post_w"):
+            with pytest.raises(qkv.Error, match=name + ": .* has no post-norms"):
+                getattr(m, name)
+    _, cache = m.run_with_cache(np.array([3, 57, 14, 92, 0, 57, 14, 92, 41, 100, 7, 57]) % cfg.d_vocab)
+    plus_one = m.config["norm"] == "rmsnorm_plus_one"
+    for l in range(L):
+        b = "blocks.%d." % l
+        close(norm(cache[b + "hook_resid_pre"], m.ln1_w[l], m.ln1_b[l], cfg, plus_one),
+              cache[b + "ln1.hook_normalized"], rel=1e-4)
+        mid = cache[b + ("hook_resid_pre" if cfg.parallel_attn_mlp else "hook_resid_mid")]
+        close(norm(mid, m.ln2_w[l], m.ln2_b[l], cfg, plus_one), cache[b + "ln2.hook_normalized"], rel=1e-4)
 
 
 def test_an_attention_only_model_has_no_mlp_weights(model):
     for name in ("W_in", "W_out", "b_in", "b_out", "W_gate"):
         with pytest.raises(qkv.Error, match="attention-only"):
             getattr(model, name)
+    for name in ("ln2_w", "ln2_b"):
+        with pytest.raises(qkv.Error, match=name + r": .* has no ln2 \(it is attention-only\)"):
+            getattr(model, name)
+    assert model.ln1_w.shape == (model.cfg.n_layers, model.cfg.d_model)
 
 
 @pytest.mark.parametrize("arch", FAMILIES)
