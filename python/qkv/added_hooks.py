@@ -56,6 +56,12 @@ class HooksMixin:
         """Removes the added hooks (the permanent ones too with including_permanent=True)."""
         self._added = [h for h in self._added if h.permanent and not including_permanent]
 
+    def _remove_added(self, name, dir, including_permanent):
+        """Removes the hooks added at hook point `name` (ModelHookPoint.remove_hooks)."""
+        if dir not in ("fwd", "both"):
+            raise _usage("remove_hooks: dir=%r: %s" % (dir, _hooks.NO_BACKWARD))
+        self._added = [h for h in self._added if h.name != name or (h.permanent and not including_permanent)]
+
     @_contextlib.contextmanager
     def hooks(self, fwd_hooks=(), bwd_hooks=(), reset_hooks_end=True):
         """A `with` block in which fwd_hooks [(name or filter, fn), ...] are added; on leaving it (also by
