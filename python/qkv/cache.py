@@ -15,7 +15,9 @@ TransformerLens's shorthand, resolved by `get_act_name` (the same rules as `tran
 (`stack_activation`, `accumulated_resid`, `stack_head_results`, `decompose_resid`, `remove_batch_dim`) and
 attributes logits directly (`apply_ln_to_stack`, `logit_attrs`). Computed here, from the cached hooks and
 the weights: the per-head products z[…, h, :] @ W_O[l, h] (float32) and the norms' scales (float64, from
-the residual each norm reads: qkv's hooks hold no scale). The stacks take TransformerLens's `apply_ln`
+the residual each norm reads: qkv's hooks hold no scale). qkv/cache_results.py adds what TransformerLens's
+cache derives too: `cache["blocks.0.ln1.hook_scale"]` (and `cache["scale", 0, "ln1"]`, `cache["scale"]`
+for ln_final), `compute_head_results`, `get_neuron_results`, `stack_neuron_results`. The stacks take TransformerLens's `apply_ln`
 (the norm that reads the residual at `layer` applied to every component, apply_ln_to_stack) and
 `pos_slice` (an int, a (start, stop[, step]) tuple, a slice or a list of positions, on the position
 axis); `batch_slice` is not offered: index the arrays."""
@@ -23,6 +25,8 @@ axis); `batch_slice` is not offered: index the arrays."""
 import re as _re
 
 import numpy as _np
+
+from .cache_results import ResultsMixin as _ResultsMixin
 
 
 def _usage(message):
@@ -75,7 +79,7 @@ def get_act_name(name, layer=None, layer_type=None):
     return "ln_final." + full if name in _NORM_NAMES and layer is None else full
 
 
-class ActivationCache(dict):
+class ActivationCache(_ResultsMixin, dict):
     """{hook name: Activation} from `Model.run_with_cache`; see this module's docstring for the shorthand
     keys and the stacking methods. `model` is the Model the activations came from, `tokens` the ids of the
     forward ([T], or [B, T] for a batch)."""
@@ -125,6 +129,9 @@ class ActivationCache(dict):
             raise KeyError(key)
         if full != key and dict.__contains__(self, full):
             return dict.__getitem__(self, full)
+        derived = self._derived(full)
+        if derived is not None:
+            return derived
         raise KeyError("%r (%s) is not in this cache: it holds %d hooks, e.g. %s" %
                        (key, full, len(self), ", ".join(list(self)[:3])))
 
@@ -247,13 +254,9 @@ class ActivationCache(dict):
         if stack.shape[1:] != x.shape:
             raise _usage("apply_ln_to_stack: the stack's components are %s, the residual they add to is %s" %
                          (stack.shape[1:], x.shape))
-        eps = float(self.model.config["norm_eps"])
         if self.model.config["norm"] == "layernorm":
-            scale = _np.sqrt(x.var(-1, keepdims=True) + eps)
             stack = stack - stack.mean(-1, keepdims=True)
-        else:
-            scale = _np.sqrt((x * x).mean(-1, keepdims=True) + eps)
-        return stack / scale
+        return stack / self._scale_of(x)
 
     def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None):
         """Each component's direct contribution to the logit of `tokens` (minus `incorrect_tokens`'s): the

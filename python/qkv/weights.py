@@ -160,6 +160,40 @@ class WeightsMixin:
         layer, head, g = self._head(layer, head)
         return FactoredMatrix(self._m_weight("W_V", layer)[g], self._m_weight("W_O", layer)[head])
 
+    def tokens_to_residual_directions(self, tokens):
+        """The residual directions whose dot product with the final norm's output is each token's logit:
+        W_U[:, token] (TransformerLens's name) — float32 [d_model] for one token (an id or a one-token
+        text), [..., d_model] for ids [...] (the final norm's weight is not folded in; see logit_attrs)."""
+        from .grad import _token
+        if isinstance(tokens, (str, int, _np.integer)):
+            return _np.array(self.W_U[:, _token(self, tokens, "tokens_to_residual_directions")])
+        ids = _np.asarray(tokens)
+        if ids.dtype.kind not in "iu" or ((ids < 0) | (ids >= self.W_U.shape[1])).any():
+            from . import _usage
+            raise _usage("tokens_to_residual_directions: expected token ids in [0, %d), got %r"
+                         % (self.W_U.shape[1], tokens))
+        return _np.moveaxis(self.W_U[:, ids], 0, -1)
+
+    def accumulated_bias(self, layer, mlp_input=False, include_mlp_biases=True):
+        """The sum of the biases the blocks below `layer` add to the residual: b_O and (with
+        include_mlp_biases) b_out of layers 0 … layer-1, plus layer's b_O with mlp_input (what its MLP
+        reads; not in GPT-NeoX's parallel block, whose MLP reads resid_pre) — float32 [d_model], as TransformerLens's. On Gemma 2 the outputs pass a post-norm first,
+        so there is no such sum: qkv.Error."""
+        c = self.cfg
+        if not 0 <= int(layer) <= c.n_layers:
+            from . import _usage
+            raise _usage("accumulated_bias: layer %d is outside [0, %d]" % (int(layer), c.n_layers))
+        if c.post_norms:
+            from . import _usage
+            raise _usage("accumulated_bias: this model's post-norms rescale each block's output, bias included")
+        total = _np.zeros(c.d_model, _np.float64)
+        own = mlp_input and int(layer) < c.n_layers and not c.parallel_attn_mlp  # a parallel MLP reads resid_pre
+        for l in range(int(layer) + (1 if own else 0)):
+            total += self._m_weight("b_O", l)
+            if include_mlp_biases and not c.attn_only and l < int(layer):
+                total += self._m_weight("b_out", l)
+        return total.astype(_np.float32)
+
     def _m_weight(self, kind, layer):
         """One layer's weight (a view where the stacked one would be a copy)."""
         return _read_only(_qkv.weight(self._m, kind, int(layer)))
