@@ -111,3 +111,17 @@ def test_an_attention_only_cache_has_no_neurons_and_no_ln2_scale(model, tokens):
     assert cache["blocks.1.ln1.hook_scale"].shape == (len(tokens), 1)
     with pytest.raises(KeyError):
         cache["blocks.7.ln1.hook_scale"]
+
+
+def test_a_batch_derives_what_each_sequence_does(family_model):
+    m = family_model("gpt2")
+    ids = np.stack([IDS, IDS[::-1]]) % m.cfg.d_vocab
+    _, batch = m.run_with_cache(ids)
+    batch.compute_head_results()
+    for b in range(2):
+        _, one = m.run_with_cache(ids[b])
+        one.compute_head_results()
+        close(batch["blocks.1.ln2.hook_scale"][b], one["blocks.1.ln2.hook_scale"], rel=1e-5)
+        close(batch["result", 1][b], one["result", 1], rel=1e-5)
+        close(batch.get_neuron_results(0, neuron_slice=[4, 1])[b], one.get_neuron_results(0, neuron_slice=[4, 1]), rel=1e-5)
+        close(batch.stack_neuron_results(1, neuron_slice=2)[:, b], one.stack_neuron_results(1, neuron_slice=2), rel=1e-5)
