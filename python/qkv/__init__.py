@@ -263,7 +263,7 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
         return _activation(self._m.run_with_hooks(ids, hooks, mask), "logits", labels)
 
     def run_with_cache(self, tokens, names=None, layers=None, materialise_all=False, incl_bwd=False, metric=None,
-                       attention_mask=None, names_filter=None):
+                       attention_mask=None, names_filter=None, remove_batch_dim=False):
         """(logits, cache): logits float32 [T, vocab]; cache a qkv.ActivationCache, a dict {hook name:
         float32 array} with exactly the names and shapes `qkv dump` writes for the same tokens (and
         "logits"), that also takes TransformerLens's shorthand keys (cache["pattern", 0], cache["q", -1])
@@ -288,7 +288,9 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
         materialise_all=True runs every layer's attention materialised whatever was asked for, so each
         value is bit for bit the one `qkv dump` (also with --layers) writes, whatever else was kept.
         The arrays own the engine's tensors (no copy); each is an `Activation` (an ndarray that
-        displays as a heatmap in Jupyter)."""
+        displays as a heatmap in Jupyter).
+        remove_batch_dim=True (TransformerLens's): a batch of one ([1, T]) gives the cache without its
+        leading axis (cache.remove_batch_dim(); the logits keep theirs, as there)."""
         if names_filter is not None:
             if names is not None:
                 raise _usage("run_with_cache: give names or names_filter, not both")
@@ -298,7 +300,8 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
         if self._added:
             if incl_bwd:
                 self._no_added_hooks("run_with_cache(incl_bwd=True) (its gradients come from the training forward)")
-            return self._hooked_cache(ids, mask, labels, keep)
+            logits, cache = self._hooked_cache(ids, mask, labels, keep)
+            return logits, (cache.remove_batch_dim() if remove_batch_dim else cache)
         spec = _grad._metric_spec(self, metric) if incl_bwd else None
         raw_logits, raw = self._m.run_with_cache(ids, keep, bool(materialise_all), mask)
         logits = _activation(raw_logits, "logits", labels)
@@ -309,7 +312,7 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
             for n in self._all_names:
                 if n in grads and (keep is None or n in keep):
                     cache[n + "_grad"] = _activation(grads[n], n + "_grad", labels)
-        return logits, cache
+        return logits, (cache.remove_batch_dim() if remove_batch_dim else cache)
 
     def _kept(self, names, layers):
         """run_with_cache's names and layers as the list of hook names to keep (None: every one)."""

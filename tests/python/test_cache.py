@@ -107,6 +107,13 @@ def test_batches(model):
     single = one.remove_batch_dim()
     assert set(single) == set(one) and all(np.array_equal(single[k], one[k][0]) for k in one)
     assert single["pattern", 1].ndim == 3
+    logits, tl = model.run_with_cache(ids[:1], attention_mask=mask[:1], remove_batch_dim=True)  # TransformerLens's
+    assert logits.shape[0] == 1 and set(tl) == set(single) and all(np.array_equal(tl[k], single[k]) for k in single)
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: None)]):   # the hooked path too
+        _, hooked = model.run_with_cache(ids[:1], attention_mask=mask[:1], remove_batch_dim=True)
+    assert all(np.array_equal(hooked[k], single[k]) for k in single)
+    with pytest.raises(qkv.Error, match="2 sequences"):
+        model.run_with_cache(ids, attention_mask=mask, remove_batch_dim=True)
 
 
 @pytest.mark.parametrize("arch", FAMILIES)
