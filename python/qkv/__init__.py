@@ -381,13 +381,16 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
 
 
     def generate(self, tokens, max_new_tokens=16, temperature=0.0, top_k=0, top_p=1.0, seed=0, fwd_hooks=(),
-                 steer=(), stop_at_eos=True, pad_id=None, return_dict=False, attention_mask=None):
+                 steer=(), stop_at_eos=True, pad_id=None, return_dict=False, attention_mask=None, do_sample=None,
+                 verbose=False):
         """Continues `tokens` through the engine's K/V cache (docs/generate.md): the prompt and the new tokens.
 
         tokens: a text or ids [T] (or [1, T]). temperature 0: greedy (the lowest id among equal maxima);
         > 0: sampled from softmax(logits / temperature) within the top_k logits (0: all) and the top_p
         nucleus (1: all), reproducible by seed. The prompt plus max_new_tokens must fit the context.
-        stop_at_eos: stop after the tokenizer's EOS token.
+        stop_at_eos: stop after the tokenizer's EOS token. TransformerLens's do_sample: False is greedy
+        whatever the temperature, True samples (at temperature 1.0 when it is 0); verbose is accepted
+        and changes nothing (qkv draws no progress bar here).
         fwd_hooks: [(name, fn), ...] run at EVERY step on that step's activation, fn(activation, hook)
         as in run_with_hooks (edit in place or return a replacement); the prefill step sees the prompt's
         rows [T, ...], each later step one row [1, ...] (a pattern [H, 1, positions so far]; ln_final and
@@ -409,6 +412,8 @@ class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
         [B, 1, ...]; padding rows and a stopped sequence's rows mean nothing). Returns a list with one
         result per prompt, as above (ids: the prompt's real tokens followed by the new ones); a dict also
         has "batch_tokens_per_second", the whole batch's decoding rate."""
+        if do_sample is not None:
+            temperature = (float(temperature) or 1.0) if do_sample else 0.0
         batch = attention_mask is not None or (
             isinstance(tokens, (list, tuple)) and tokens and not isinstance(tokens[0], (int, _np.integer)))
         if not batch and not isinstance(tokens, str):

@@ -43,6 +43,19 @@ def test_sampling_reproducible_and_as_the_cli(model):
     assert list(a) == j["tokens"]
 
 
+def test_transformer_lens_do_sample(model):
+    kw = dict(max_new_tokens=20, top_k=50, top_p=0.99, seed=5, return_dict=True)
+    greedy = model.generate("hello world", **kw)["tokens"]
+    assert list(model.generate("hello world", temperature=2.0, do_sample=False, verbose=True, **kw)["tokens"]) == list(greedy)
+    hot = model.generate("hello world", temperature=2.0, **kw)["tokens"]
+    assert list(model.generate("hello world", temperature=2.0, do_sample=True, **kw)["tokens"]) == list(hot)
+    assert list(hot) != list(greedy)
+    kw = dict(max_new_tokens=40, seed=0, return_dict=True)  # a seed at which 1.0 leaves the greedy path
+    one = model.generate("hello world", temperature=1.0, **kw)["tokens"]
+    assert list(one) != list(model.generate("hello world", **kw)["tokens"])
+    assert list(model.generate("hello world", do_sample=True, **kw)["tokens"]) == list(one)  # TL's default 1.0
+
+
 def test_hooks_run_at_every_step(model):
     ids = model.tokenize("abcabc")
     shapes, kept = [], []
