@@ -379,6 +379,7 @@ PYBIND11_MODULE(_qkv, mod) {
   qkv_py::bind_grad(mod);
   qkv_py::bind_patch(mod);
   qkv_py::bind_research(mod);
+  qkv_py::bind_safetensors(mod);
   bind_generate(mod, [](py::handle h) {  // python/generate.cpp: generate, steering_vector
     const PyModel& m = h.cast<const PyModel&>();
     return ModelRef{&m.lm, m.tokenizer(), &m.hook_set};

@@ -192,5 +192,6 @@ void bind_weights(py::module_& mod);  // weights.cpp: W_Q … b_U, state_dict
 void bind_grad(py::module_& mod);     // grad.cpp: gradients with respect to activations
 void bind_patch(py::module_& mod);    // patch.cpp: activation, attribution and path patching
 void bind_research(py::module_& mod);  // research.cpp: direct logit attribution, corpus sweeps
+void bind_safetensors(py::module_& mod);  // safetensors.cpp: read and write safetensors files (SAEs)
 
 }  // namespace qkv_py

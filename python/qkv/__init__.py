@@ -51,10 +51,11 @@ from .research import Store, attribute, open_store, rank_agreement, sweep
 from .weights import WeightsMixin as _WeightsMixin
 from .added_hooks import HooksMixin as _HooksMixin
 from .modules import ModelHookPoint, ModulesMixin as _ModulesMixin
+from .sae import SAE, SaesMixin as _SaesMixin
 
 __all__ = ["Error", "Model", "Activation", "FactoredMatrix", "logit_diff", "loss", "patch", "attribute", "sweep",
            "open_store", "Store", "rank_agreement", "load", "heads", "circuits", "scores", "swap", "project", "ablate",
-           "tour", "heatmap", "steering_vector", "ActivationCache", "get_act_name", "HookPoint", "ModelHookPoint"]
+           "tour", "heatmap", "steering_vector", "ActivationCache", "get_act_name", "HookPoint", "ModelHookPoint", "SAE"]
 
 
 # ---- arrays that draw themselves ---------------------------------------------------------------------
@@ -145,13 +146,14 @@ def _activation(arr, name, tokens):
 
 
 
-class Model(_WeightsMixin, _HooksMixin, _ModulesMixin):
+class Model(_WeightsMixin, _HooksMixin, _ModulesMixin, _SaesMixin):
     """A loaded checkpoint. Create it with `qkv.load(path)`.
 
     Its weights by TransformerLens's names (W_Q, …, b_U, cfg, QK, OV, state_dict) come from
     qkv/weights.py, which says which arrays are views and which are copies; hooks that stay on it
     (add_hook, reset_hooks, hooks()) from qkv/added_hooks.py; TransformerLens's module tree over both
-    (blocks[l].attn.W_Q, blocks[l].attn.hook_z.add_hook, hook_dict, ln_final) from qkv/modules.py."""
+    (blocks[l].attn.W_Q, blocks[l].attn.hook_z.add_hook, hook_dict, ln_final) from qkv/modules.py; sparse
+    autoencoders spliced into the forward (saes(), run_with_saes, run_with_cache_with_saes) from qkv/sae.py."""
 
     def __init__(self, path=None):
         """Loads `path` (None: the bundled model, or $QKV_MODEL); see `qkv.load`."""

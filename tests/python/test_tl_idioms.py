@@ -22,12 +22,17 @@ def qkv_column_spans():
 
 
 @pytest.fixture
-def namespace():
+def namespace(tmp_path):
     path = str(BUNDLED.parent / "induction-llama")
     model = qkv.load(path)
     tokens = model.tokenize(TEXT)
     _, cache = model.run_with_cache(tokens)
+    d = model.cfg.d_model
+    rng = np.random.default_rng(0)
+    sae = qkv.SAE(rng.normal(size=(d, 64)), np.zeros(64), rng.normal(size=(64, d)), np.zeros(d), "blocks.1.hook_resid_pre")
+    sae.save(tmp_path / "sae")
     yield {"qkv": qkv, "np": np, "path": path, "model": model, "text": TEXT, "tokens": tokens, "cache": cache,
+           "sae": sae, "sae_dir": str(tmp_path / "sae"),
            "stack": cache.decompose_resid(), "name": "blocks.0.attn.hook_z", "fn": lambda a, hook: None,
            "clean": "When Mary and John went, John gave it to", "corrupt": "When John and Mary went, Mary gave it to"}
     model.reset_hooks(including_permanent=True)
