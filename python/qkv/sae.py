@@ -219,7 +219,8 @@ def _splice(sae, use_error_term, feature_hooks, record):
 
 
 class SaesMixin:
-    """qkv.Model's SAE splicing: saes() blocks, run_with_saes, run_with_cache_with_saes (SAELens's names)."""
+    """qkv.Model's SAE splicing: saes() blocks, run_with_saes, run_with_cache_with_saes (SAELens's names), and
+    sae_attribution (each feature's effect on a metric from one backward)."""
 
     def _sae_hooks(self, saes, use_error_term, fwd_hooks, record=None):
         """(the splice hooks, the other fwd_hooks): feature hooks ("<hook>.hook_sae_acts_post") go to their SAE."""
@@ -269,3 +270,24 @@ class SaesMixin:
             logits, cache = self.run_with_cache(tokens, **kwargs)
         cache.update(record)
         return logits, cache
+
+    def sae_attribution(self, tokens, saes, metric, attention_mask=None):
+        """Every feature's effect on `metric` estimated from one backward (attribution patching over SAE
+        features): {hook name: {"features" f, "grad" ∂metric/∂f, "attribution" −f·∂metric/∂f}}, float32
+        [..., T, d_sae] each. The SAEs sit with their error term, so the forward is the model's own and
+        ∂metric/∂f is the engine's gradient at the hook point through W_decᵀ; "attribution" estimates the
+        change of the metric when a feature is zeroed at a position. Like incl_bwd's gradients, the features
+        come from the training forward (equal to the inference forward's to float32 rounding). metric as
+        run_with_cache(incl_bwd=True)'s
+        (qkv.logit_diff, qkv.loss or f(logits) -> (value, grad))."""
+        self._sae_hooks(saes, True, ())  # checks the SAEs (the forward runs without the splice: with the error term it is the same)
+        saes = [saes] if isinstance(saes, SAE) else list(saes)
+        _, cache = self.run_with_cache(tokens, names=[s.hook_name for s in saes], incl_bwd=True, metric=metric,
+                                       attention_mask=attention_mask)
+        out = {}
+        for s in saes:
+            f = s.encode(cache[s.hook_name])
+            g = (s._rows(cache[s.hook_name + "_grad"]) @ s.W_dec.T).astype(_np.float32)
+            out[s.hook_name] = {"features": f, "grad": g, "attribution": (-f * g).astype(_np.float32)}
+        return out
+

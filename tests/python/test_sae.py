@@ -201,3 +201,29 @@ def test_misplaced_saes_are_usage_errors(model, tokens):
             model.run_with_saes(tokens, saes)
         assert e.value.exit_code == 2
         assert not model._added
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma2"])
+def test_feature_gradients_match_central_differences_through_the_splice(family_model, arch):
+    """sae_attribution's ∂metric/∂f against the metric of the spliced forward (error term on) with one
+    feature at one position moved by ±h: the engine's backward through W_decᵀ is the feature's gradient."""
+    m = family_model(arch)
+    hook = "blocks.1.hook_resid_pre"
+    sae = random_sae(m.cfg.d_model, hook, d_sae=32, seed=3)
+    ids = IDS % m.cfg.d_vocab
+    metric = qkv.logit_diff(5, 9)
+    a = m.sae_attribution(ids, [sae], metric)[hook]
+    assert np.array_equal(a["attribution"], -a["features"] * a["grad"])
+    _, cache = m.run_with_cache(ids)
+    # the features of the training forward the gradients come from: the inference forward's to rounding
+    np.testing.assert_allclose(a["features"], sae.encode(cache[hook]), rtol=1e-5, atol=1e-5 * np.abs(a["features"]).max())
+    h = 0.05
+    for p, j in zip(*np.unravel_index(np.argsort(-np.abs(a["grad"]), axis=None)[:3], a["grad"].shape)):
+        def moved(delta):
+            def hook_fn(f, hook):
+                f[p, j] += delta
+            logits = m.run_with_saes(ids, [sae], use_error_term=True,
+                                     fwd_hooks=[(hook + ".hook_sae_acts_post", hook_fn)])
+            return metric(logits)[0]
+        fd = (moved(h) - moved(-h)) / (2 * h)
+        assert abs(fd - a["grad"][p, j]) <= 0.02 * abs(a["grad"][p, j]) + 1e-4, (p, j, fd, a["grad"][p, j])
