@@ -184,8 +184,14 @@ class ActivationCache(_ResultsMixin, dict):
             for h in range(W_O.shape[0]):
                 parts.append(z[..., h, :] @ W_O[h])
                 labels.append("L%dH%d" % (l, h))
+        return self._components(parts, labels, "stack_head_results", last, incl_remainder, pos_slice, apply_ln,
+                                return_labels)
+
+    def _components(self, parts, labels, what, last, incl_remainder, pos_slice, apply_ln, return_labels):
+        """The stack of per-component outputs (heads, neurons) below layer `last`: with incl_remainder also
+        "remainder", the residual `last` reads minus their sum; apply_ln as the other stacks'."""
         if not parts:
-            raise _usage("stack_head_results: no layers below layer %d" % last)
+            raise _usage("%s: no layers below layer %d" % (what, last))
         if incl_remainder:
             resid = _pos(self._norm_input(last, False), pos_slice)
             parts.append((resid.astype(_np.float64) - _np.sum(parts, axis=0, dtype=_np.float64)).astype(_np.float32))

@@ -19,7 +19,7 @@ def _usage(message):
 
 
 class ResultsMixin:
-    """ActivationCache's derived entries; needs _norm_input, _layer, _stop, _pos-style helpers of cache.py."""
+    """ActivationCache's derived entries; needs cache.py's _norm_input, _layer, _stop and _components."""
 
     def _scale_of(self, x):
         """The norm's scale of rows x: sqrt(variance + eps) (LayerNorm) or sqrt(mean square + eps) (RMSNorm),
@@ -70,7 +70,6 @@ class ResultsMixin:
         d_model], labels "L0N0", "L0N1", …; neuron_slice picks the same neurons in every layer.
         incl_remainder adds "remainder", the residual at `layer` minus the neurons' sum; apply_ln as
         the other stacks' (float64 then). Large: every neuron is a [T, d_model] array."""
-        from .cache import _pos
         last = self._stop("stack_neuron_results", layer)
         parts, labels = [], []
         for l in range(last):
@@ -78,16 +77,8 @@ class ResultsMixin:
             ids = _np.arange(self.model.cfg.d_mlp)[_neurons(neuron_slice, self.model.cfg.d_mlp)]
             parts.extend(_np.moveaxis(r, -2, 0))
             labels.extend("L%dN%d" % (l, n) for n in _np.atleast_1d(ids))
-        if not parts:
-            raise _usage("stack_neuron_results: no layers below layer %d" % last)
-        if incl_remainder:
-            resid = _pos(self._norm_input(last, False), pos_slice)
-            parts.append((resid.astype(_np.float64) - _np.sum(parts, axis=0, dtype=_np.float64)).astype(_np.float32))
-            labels.append("remainder")
-        stack = _np.stack(parts)
-        if apply_ln:
-            stack = self.apply_ln_to_stack(stack, last, False, pos_slice)
-        return (stack, labels) if return_labels else stack
+        return self._components(parts, labels, "stack_neuron_results", last, incl_remainder, pos_slice, apply_ln,
+                                return_labels)
 
 
 def _neurons(neuron_slice, d_mlp):
