@@ -204,7 +204,11 @@ def _splice(sae, use_error_term, feature_hooks, record):
         edited = acts
         for fn in feature_hooks:
             r = fn(edited, _HookPoint(acts_name))
-            edited = edited if r is None else _np.asarray(r, dtype=_np.float32)
+            if r is not None:
+                if _np.shape(r) != acts.shape:
+                    raise _usage("fwd_hooks: the hook for %s returned shape %s, expected %s"
+                                 % (acts_name, _np.shape(r), acts.shape))
+                edited = _np.asarray(r, dtype=_np.float32)
         recon = clean if edited is acts and not feature_hooks else sae.decode(edited)
         out = (x.reshape(recon.shape) + (recon - clean)) if use_error_term else recon
         out = out.astype(_np.float32).reshape(x.shape)

@@ -201,6 +201,10 @@ def test_misplaced_saes_are_usage_errors(model, tokens):
             model.run_with_saes(tokens, saes)
         assert e.value.exit_code == 2
         assert not model._added
+    sae = identity(d, "blocks.0.hook_resid_pre")
+    with pytest.raises(qkv.Error, match=r"returned shape \(3, 256\), expected") as e:
+        model.run_with_saes(tokens, [sae], fwd_hooks=[("blocks.0.hook_resid_pre.hook_sae_acts_post", lambda f, h: f[:3])])
+    assert not model._added
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma2"])
