@@ -177,6 +177,12 @@ class ActivationCache(_ResultsMixin, dict):
         its ln1 reads; the final one for -1) minus the heads' sum; pos_slice and apply_ln as
         accumulated_resid's."""
         last = self._stop("stack_head_results", layer)
+        parts, labels = self._head_results(last, pos_slice)
+        return self._components(parts, labels, "stack_head_results", last, incl_remainder, pos_slice, apply_ln,
+                                return_labels)
+
+    def _head_results(self, last, pos_slice):
+        """([z[…, h, :] @ W_O[l, h] for the heads of layers below `last`], their labels "L0H0", …)."""
         parts, labels = [], []
         for l in range(last):
             z = _pos(_np.asarray(self["z", l]), pos_slice, -3)  # [..., T, H, dh]
@@ -184,8 +190,7 @@ class ActivationCache(_ResultsMixin, dict):
             for h in range(W_O.shape[0]):
                 parts.append(z[..., h, :] @ W_O[h])
                 labels.append("L%dH%d" % (l, h))
-        return self._components(parts, labels, "stack_head_results", last, incl_remainder, pos_slice, apply_ln,
-                                return_labels)
+        return parts, labels
 
     def _components(self, parts, labels, what, last, incl_remainder, pos_slice, apply_ln, return_labels):
         """The stack of per-component outputs (heads, neurons) below layer `last`: with incl_remainder also

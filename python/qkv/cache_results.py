@@ -81,6 +81,45 @@ class ResultsMixin:
                                 return_labels)
 
 
+    def get_full_resid_decomposition(self, layer=None, mlp_input=False, expand_neurons=True, apply_ln=False,
+                                     pos_slice=None, return_labels=False):
+        """The residual stream `layer` reads (None: the final one) split as finely as it goes, as
+        TransformerLens's: every head's result below it ("L0H0", …; with mlp_input also `layer`'s own heads,
+        unless attention and MLP run in parallel), every neuron's result ("L0N0", …; or each layer's
+        "L_mlp_out" with expand_neurons=False), "embed", "pos_embed" (learned positions) and "bias" (the
+        accumulated b_O and b_out) — float32 [components, ..., T, d_model] summing to that residual;
+        apply_ln and pos_slice as the other stacks'. qkv.Error on Gemma 2 (its post-norms rescale each
+        block's output, so the outputs do not split into heads and neurons)."""
+        from .cache import _pos
+        n = self._n_layers()
+        last = n if layer is None or layer == -1 else self._stop("get_full_resid_decomposition", layer)
+        if self.model.cfg.post_norms:
+            raise _usage("get_full_resid_decomposition: this model's post-norms rescale each block's output")
+        own = mlp_input and last < n and not self.model.cfg.parallel_attn_mlp
+        parts, labels = [], []
+        heads, head_labels = self._head_results(last + (1 if own else 0), pos_slice)
+        parts += heads
+        labels += head_labels
+        for l in range(last if not self.model.cfg.attn_only else 0):
+            if expand_neurons:
+                r = _np.moveaxis(self.get_neuron_results(l, pos_slice=pos_slice), -2, 0)
+                parts.extend(r)
+                labels.extend("L%dN%d" % (l, i) for i in range(r.shape[0]))
+            else:
+                parts.append(_pos(_np.asarray(self["mlp_out", l]), pos_slice) - self.model.b_out[l])
+                labels.append("%d_mlp_out" % l)
+        embeds, embed_labels = self._embeds()
+        parts += [_pos(e, pos_slice) for e in embeds]
+        labels += embed_labels
+        bias = self.model.accumulated_bias(last, mlp_input=mlp_input)
+        parts.append(_np.broadcast_to(bias, parts[-1].shape).astype(_np.float32))
+        labels.append("bias")
+        stack = _np.stack(parts)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, last, mlp_input, pos_slice)
+        return (stack, labels) if return_labels else stack
+
+
 def _neurons(neuron_slice, d_mlp):
     """neuron_slice as an index that keeps the neuron axis: None all, an int [n:n+1], a (start, stop[,
     step]) tuple or a slice, a list; qkv.Error outside [0, d_mlp)."""

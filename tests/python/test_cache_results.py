@@ -125,3 +125,26 @@ def test_a_batch_derives_what_each_sequence_does(family_model):
         close(batch["result", 1][b], one["result", 1], rel=1e-5)
         close(batch.get_neuron_results(0, neuron_slice=[4, 1])[b], one.get_neuron_results(0, neuron_slice=[4, 1]), rel=1e-5)
         close(batch.stack_neuron_results(1, neuron_slice=2)[:, b], one.stack_neuron_results(1, neuron_slice=2), rel=1e-5)
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_the_full_decomposition_sums_to_the_residual(family_model, arch):
+    m = family_model(arch)
+    cfg = m.cfg
+    _, cache = m.run_with_cache(IDS % cfg.d_vocab)
+    if cfg.post_norms:
+        with pytest.raises(qkv.Error, match="post-norms"):
+            cache.get_full_resid_decomposition()
+        return
+    H, L, ff = cfg.n_heads, cfg.n_layers, cfg.d_mlp
+    stack, labels = cache.get_full_resid_decomposition(return_labels=True)
+    assert labels[:2] == ["L0H0", "L0H1"] and "L%dN%d" % (L - 1, ff - 1) in labels and labels[-1] == "bias"
+    embeds = 2 if cfg.positional_embedding_type == "standard" else 1
+    assert stack.shape == (L * H + L * ff + embeds + 1, len(IDS), cfg.d_model) and len(labels) == len(stack)
+    close(stack.astype(np.float64).sum(0), cache["resid_post", L - 1])
+    coarse, cl = cache.get_full_resid_decomposition(layer=1, mlp_input=True, expand_neurons=False, return_labels=True)
+    assert "0_mlp_out" in cl and ("L1H0" in cl) != bool(cfg.parallel_attn_mlp)
+    close(coarse.astype(np.float64).sum(0), cache["resid_pre" if cfg.parallel_attn_mlp else "resid_mid", 1])
+    last = cache.get_full_resid_decomposition(layer=1, pos_slice=-1, apply_ln=True)
+    close(last, cache.apply_ln_to_stack(cache.get_full_resid_decomposition(layer=1)[:, -1:], layer=1,
+                                        pos_slice=[-1])[:, 0])
