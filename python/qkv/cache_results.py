@@ -31,7 +31,7 @@ class ResultsMixin:
         return _np.sqrt((x * x).mean(-1, keepdims=True) + eps)
 
     def _derived(self, full):
-        """The derived entry `full` (a hook_scale or an attn.hook_result name), or None."""
+        """The derived entry `full` (a norm's hook_scale), or None."""
         m = _SCALE.match(full)
         if m:
             layer = None if m.group(1) is None else int(m.group(1))
@@ -46,10 +46,10 @@ class ResultsMixin:
         """Adds blocks.L.attn.hook_result, each head's output z[…, h, :] @ W_O[l, h] (float32 [..., T,
         n_heads, d_model]; hook_attn_out is its sum over heads plus b_O, before Gemma 2's post-norm),
         for every layer, as TransformerLens's compute_head_results does."""
-        for l in range(self._n_layers()):
-            z = _np.asarray(self["z", l])                    # [..., T, H, dh]
-            W_O = self.model._m_weight("W_O", l)              # [H, dh, d]
-            self["blocks.%d.attn.hook_result" % l] = _np.einsum("...he,hed->...hd", z, W_O).astype(_np.float32)
+        n, H = self._n_layers(), self.model.cfg.n_heads
+        parts, _ = self._head_results(n, None)  # layer by layer, head by head: [..., T, d_model] each
+        for l in range(n):
+            self["blocks.%d.attn.hook_result" % l] = _np.stack(parts[l * H:(l + 1) * H], axis=-2).astype(_np.float32)
 
     def get_neuron_results(self, layer, neuron_slice=None, pos_slice=None):
         """Each MLP neuron's output post[…, n] · W_out[layer, n]: float32 [..., T, neurons, d_model];
@@ -72,14 +72,13 @@ class ResultsMixin:
         the other stacks' (float64 then). Large: every neuron is a [T, d_model] array."""
         last = self._stop("stack_neuron_results", layer)
         parts, labels = [], []
+        ids = _np.arange(self.model.cfg.d_mlp)[_neurons(neuron_slice, self.model.cfg.d_mlp)]
         for l in range(last):
             r = self.get_neuron_results(l, neuron_slice, pos_slice)  # [..., T, n, d]
-            ids = _np.arange(self.model.cfg.d_mlp)[_neurons(neuron_slice, self.model.cfg.d_mlp)]
             parts.extend(_np.moveaxis(r, -2, 0))
             labels.extend("L%dN%d" % (l, n) for n in _np.atleast_1d(ids))
         return self._components(parts, labels, "stack_neuron_results", last, incl_remainder, pos_slice, apply_ln,
                                 return_labels)
-
 
     def get_full_resid_decomposition(self, layer=None, mlp_input=False, expand_neurons=True, apply_ln=False,
                                      pos_slice=None, return_labels=False):

@@ -198,7 +198,8 @@ def _splice(sae, use_error_term, feature_hooks, record):
 
     def hook(x, point):
         x = _np.asarray(x)
-        pre = sae.encode_pre(x)
+        rows = sae._rows(x)  # [..., d_in]: hook_z's heads flattened
+        pre = sae.encode_pre(rows)
         acts = sae.activate(pre)
         clean = sae.decode(acts)
         edited = acts
@@ -210,10 +211,10 @@ def _splice(sae, use_error_term, feature_hooks, record):
                                  % (acts_name, _np.shape(r), acts.shape))
                 edited = _np.asarray(r, dtype=_np.float32)
         recon = clean if edited is acts and not feature_hooks else sae.decode(edited)
-        out = (x.reshape(recon.shape) + (recon - clean)) if use_error_term else recon
+        out = (rows + (recon - clean)) if use_error_term else recon
         out = out.astype(_np.float32).reshape(x.shape)
         if record is not None:
-            parts = (sae._rows(x), pre, edited, recon, sae._rows(x) - clean if use_error_term else None, out)
+            parts = (rows, pre, edited, recon, rows - clean if use_error_term else None, out)
             for name, a in zip(_PARTS, parts):
                 if a is not None:
                     record[sae.hook_name + "." + name] = _np.array(a, dtype=_np.float32)
@@ -226,8 +227,9 @@ class SaesMixin:
     """qkv.Model's SAE splicing: saes() blocks, run_with_saes, run_with_cache_with_saes (SAELens's names), and
     sae_attribution (each feature's effect on a metric from one backward)."""
 
-    def _sae_hooks(self, saes, use_error_term, fwd_hooks, record=None):
-        """(the splice hooks, the other fwd_hooks): feature hooks ("<hook>.hook_sae_acts_post") go to their SAE."""
+    def _checked_saes(self, saes):
+        """saes (one SAE or several) as a list; qkv.Error (usage) for a non-SAE, a hook point the model
+        lacks, or two SAEs at one point."""
         saes = [saes] if isinstance(saes, SAE) else list(saes)
         seen = set()
         for s in saes:
@@ -238,6 +240,11 @@ class SaesMixin:
             if s.hook_name in seen:
                 raise _usage("saes: two SAEs at %s" % s.hook_name)
             seen.add(s.hook_name)
+        return saes
+
+    def _sae_hooks(self, saes, use_error_term, fwd_hooks, record=None):
+        """(the splice hooks, the other fwd_hooks): feature hooks ("<hook>.hook_sae_acts_post") go to their SAE."""
+        saes = self._checked_saes(saes)
         feature = {s.hook_name + ".hook_sae_acts_post": [] for s in saes}
         rest = []
         for h in fwd_hooks:
@@ -284,8 +291,7 @@ class SaesMixin:
         come from the training forward (equal to the inference forward's to float32 rounding). metric as
         run_with_cache(incl_bwd=True)'s
         (qkv.logit_diff, qkv.loss or f(logits) -> (value, grad))."""
-        self._sae_hooks(saes, True, ())  # checks the SAEs (the forward runs without the splice: with the error term it is the same)
-        saes = [saes] if isinstance(saes, SAE) else list(saes)
+        saes = self._checked_saes(saes)  # no splice: with the error term the forward is the model's own
         _, cache = self.run_with_cache(tokens, names=[s.hook_name for s in saes], incl_bwd=True, metric=metric,
                                        attention_mask=attention_mask)
         out = {}

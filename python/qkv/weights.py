@@ -4,7 +4,8 @@ Which arrays are views (no copy) and which are copies:
   * every array is read-only (`.copy()` to edit one); the model stays alive while an array views it;
   * a tensor the checkpoint stores as F32 (safetensors, llm.c .bin, an F32 GGUF) is viewed where it lies:
     W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_out, the norms' ln1_w, ln1_b,
-    ln2_w, ln2_b, ln1_post_w, ln2_post_w of one layer, W_E, W_pos and W_U are strided windows over the stored tensor whatever the layout (GPT-2's c_attn thirds and
+    ln2_w, ln2_b, ln1_post_w, ln2_post_w of one layer, W_E, W_pos and W_U are strided windows over the
+    stored tensor whatever the layout (GPT-2's c_attn thirds and
     Conv1D [in, out], NeoX's per-head interleave, Phi-3's stacked rows and gate_up_proj halves,
     separate q/k/v_proj);
   * the [n_layers, …] stacks are views when the layers lie one constant distance apart in memory (qkv's
@@ -177,8 +178,8 @@ class WeightsMixin:
     def accumulated_bias(self, layer, mlp_input=False, include_mlp_biases=True):
         """The sum of the biases the blocks below `layer` add to the residual: b_O and (with
         include_mlp_biases) b_out of layers 0 … layer-1, plus layer's b_O with mlp_input (what its MLP
-        reads; not in GPT-NeoX's parallel block, whose MLP reads resid_pre) — float32 [d_model], as TransformerLens's. On Gemma 2 the outputs pass a post-norm first,
-        so there is no such sum: qkv.Error."""
+        reads; not in GPT-NeoX's parallel block, whose MLP reads resid_pre) — float32 [d_model], as
+        TransformerLens's. On Gemma 2 the outputs pass a post-norm first, so there is no such sum: qkv.Error."""
         c = self.cfg
         if not 0 <= int(layer) <= c.n_layers:
             from . import _usage
