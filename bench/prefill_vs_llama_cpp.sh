@@ -12,20 +12,23 @@
 set -euo pipefail
 qkv=$1 llama=$2 llama_avx2=$3 files=$4 T=${5:-512} threads=${6:-2} reps=${7:-5} rounds=${8:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "prefill_vs_llama_cpp.sh: rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
+for f in $files; do
+  [ -r "$f" ] || { echo "prefill_vs_llama_cpp.sh: error: $f: no such readable file" >&2; exit 2; }
+done
 here=$(cd "$(dirname "$0")" && pwd)
 cp "$here/llama_cpp_prefill.mjs" "$llama/" && cp "$here/llama_cpp_prefill.mjs" "$llama_avx2/"
 fma() { QKV_ISA=$1 QKV_THREADS=$threads "$qkv" bench peak --isa "$1" --no-bandwidth --peak 1 --json 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["fma"][0]["gflops"])'; }
 declare -A peak=([avx512]=$(fma avx512) [avx2]=$(fma avx2))
 echo "FMA peak, $threads threads: avx512 ${peak[avx512]} GFLOP/s, avx2 ${peak[avx2]} GFLOP/s; load $(cut -d' ' -f1-3 /proc/loadavg)"
-runs=$(mktemp)
-trap 'rm -f "$runs"' EXIT
+runs=$(mktemp) errs=$(mktemp)
+trap 'rm -f "$runs" "$errs"' EXIT
 for ((r = 1; r <= rounds; r++)); do
   for f in $files; do
     for isa in avx512 avx2; do
       dir=$llama; [ "$isa" = avx2 ] && dir=$llama_avx2
       q=$(QKV_ISA=$isa QKV_THREADS=$threads "$qkv" bench forward --model "$f" --T "$T" --repeats "$reps" --peak 1 \
-          --fma-peak "${peak[$isa]}" --json 2>/dev/null)
+          --fma-peak "${peak[$isa]}" --json 2>"$errs") || { cat "$errs" >&2; exit 1; }
       l=$(node "$dir/llama_cpp_prefill.mjs" "$f" "$T" "$threads" "$reps")
       printf '%s\t%s\t%s\t%s\n' "$f" "$isa" "$(tr -d '\n' <<<"$q")" "$(tr -d '\n' <<<"$l")" >>"$runs"
     done

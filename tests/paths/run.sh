@@ -13,13 +13,16 @@ engine='^(Fixtures/Reference|Fixtures/PatchingReference|Bundled/Reference|Famili
 engine+='|InferenceFidelity|SublayerFidelity|GgufFamily|GgufGpt2Family|Generate|GenerateBatch|Batch|KvBatch'
 engine+='|BundledLlama|BundledModel|ModelGradients|LmBackward|ActivationGrads|QMatmul|QPanel|All/PatchingFamilies'
 engine+='|TourFamilies|Gpt2)\.|^cli\.llama_peer_test$'
-# runs PATH: whether this CPU can run the path (qkv names the path it cannot run and exits 2)
-runs() { QKV_ISA=$1 "$qkv" bench peak --isa "$1" --no-bandwidth --peak 1 --json >/dev/null 2>&1; }
+# Which paths this CPU can run, each probed once (qkv names a path it cannot run and exits 2).
+declare -A can=()
+for p in avx512 avx2 neon portable; do
+  QKV_ISA=$p "$qkv" bench peak --isa "$p" --no-bandwidth --peak 1 --json >/dev/null 2>&1 && can[$p]=1
+done
 best=""
-for p in avx512 avx2 neon; do runs "$p" && { best=$p; break; }; done
+for p in avx512 avx2 neon; do [ -n "${can[$p]:-}" ] && { best=$p; break; }; done
 status=0 tested=()
 for p in avx2 portable; do
-  [ "$p" != "$best" ] && runs "$p" || continue
+  [ "$p" != "$best" ] && [ -n "${can[$p]:-}" ] || continue
   tested+=("$p")
   echo "qkv test: the engine's tests with QKV_ISA=$p (this CPU's best: ${best:-portable})" >&2
   QKV_ISA=$p ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$(env -u OMP_NUM_THREADS nproc)" \
