@@ -79,6 +79,12 @@ if "$qkv" convert --to gguf --type q4_0 "$2/models/induction-llama" "$tmp/il.ggu
   check forward-model-types 0 '"Q4_0": [0-9]+' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --json
   check forward-model-all 0 '"logits": "all"' -- bench forward --model "$tmp/il.gguf" --T 40 --repeats 1 --peak 100 --fma-peak 100 --all-logits --json
 else bad "forward-model: qkv convert of models/induction-llama failed"; fi
+# --T is bounded by the model's context, not by GPT-2's 1024: a Llama of 2048 positions takes 1500 tokens.
+check forward-T-gpt2-context 2 '^qkv: error: bench forward: --T must be in \[1, 1024\]' -- bench forward --T 1025 --repeats 1 --peak 100 --fma-peak 100
+if "$qkv" init --arch llama --preset tiny --set max_position_embeddings=2048 --out "$tmp/l2k" >/dev/null 2>&1; then
+  check forward-T-model-context 0 '"T": 1500' -- bench forward --model "$tmp/l2k" --T 1500 --repeats 1 --peak 100 --fma-peak 100 --json
+  check forward-T-past-context 2 '^qkv: error: bench forward: --T must be in \[1, 2048\]' -- bench forward --model "$tmp/l2k" --T 2049 --repeats 1 --peak 100 --fma-peak 100
+else bad "forward-T-model-context: qkv init --arch llama failed"; fi
 # The profile: every op of the forward, the GEMMs and attention among them.
 out=$("$qkv" bench forward --T 16 --repeats 1 --peak 100 --profile 2>&1); rc=$?
 if [ $rc -ne 0 ]; then bad "forward-profile: exit $rc"; echo "$out"; else
