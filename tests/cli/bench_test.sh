@@ -81,6 +81,10 @@ if "$qkv" convert --to gguf --type q4_0 "$2/models/induction-llama" "$tmp/il.ggu
 else bad "forward-model: qkv convert of models/induction-llama failed"; fi
 # --T is bounded by the model's context, not by GPT-2's 1024: a Llama of 2048 positions takes 1500 tokens.
 check forward-T-gpt2-context 2 '^qkv: error: bench forward: --T must be in \[1, 1024\]' -- bench forward --T 1025 --repeats 1 --peak 100 --fma-peak 100
+# --arch refuses before it writes its random checkpoint (a 1.1 B Llama; GPT-2 small here).
+check forward-T-arch-context 2 '^qkv: error: bench forward: --T must be in \[1, 1024\]' -- bench forward --arch gpt2 --T 1025 --repeats 1 --peak 100 --fma-peak 100
+out=$("$qkv" bench forward --arch gpt2 --T 1025 --repeats 1 --peak 100 --fma-peak 100 2>&1)
+if grep -q "writing a random" <<<"$out"; then bad "forward-T-arch-before-write: the checkpoint was written first"; else ok "forward-T-arch-before-write"; fi
 if "$qkv" init --arch llama --preset tiny --set max_position_embeddings=2048 --out "$tmp/l2k" >/dev/null 2>&1; then
   check forward-T-model-context 0 '"T": 1500' -- bench forward --model "$tmp/l2k" --T 1500 --repeats 1 --peak 100 --fma-peak 100 --json
   check forward-T-past-context 2 '^qkv: error: bench forward: --T must be in \[1, 2048\]' -- bench forward --model "$tmp/l2k" --T 2049 --repeats 1 --peak 100 --fma-peak 100

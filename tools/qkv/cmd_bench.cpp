@@ -234,11 +234,15 @@ nlohmann::json profile_json(int repeats) {
   return ops;
 }
 
+// --T against the model's context (the CLI bounds it only loosely: the context is known once the model is).
+void check_forward_T(int T, int n_ctx) {
+  if (T < 1 || T > n_ctx) usage_error("bench forward: --T must be in [1, " + std::to_string(n_ctx) + "]");
+}
+
 // GPT-2 small's shape with GPT-2's random init, made in memory, through run() (what qkv run does).
 Result bench_forward(int T, bool last_only, int repeats, bool prof) {
   const nlohmann::json cfg = default_config("gpt2", "small");
-  const int n_ctx = cfg.at("n_positions").get<int>();  // checked before 124 M weights are made
-  if (T < 1 || T > n_ctx) usage_error("bench forward: --T must be in [1, " + std::to_string(n_ctx) + "]");
+  check_forward_T(T, arch_from_config(cfg, "bench forward").n_ctx);  // before 124 M weights are made
   const LmParams p = init_lm(cfg, 0);
   const Model m = lm_view(p);
   std::cerr << "forward: GPT-2 small with random weights (124M parameters)...\n";
@@ -281,8 +285,9 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
       if (cfg.contains("num_key_value_heads")) cfg["num_key_value_heads"] = 8;
       if (cfg.contains("intermediate_size")) cfg["intermediate_size"] = 5632;
       if (cfg.contains("head_dim")) cfg["head_dim"] = 64;
-      cfg["max_position_embeddings"] = std::max(T, 2048);
+      cfg["max_position_embeddings"] = 2048;
     }
+    check_forward_T(T, arch_from_config(cfg, "bench forward --arch").n_ctx);  // before the checkpoint is written
     dir = (fs::temp_directory_path() / ("qkv-bench-" + arch + "-" + std::to_string(::getpid()))).string();
     std::cerr << "forward: writing a random " << arch << " checkpoint (" << dtype << ") to " << dir << " ...\n";
     write_random_checkpoint(dir, cfg, dtype == "bf16" ? WeightType::BF16 : dtype == "f16" ? WeightType::F16 : WeightType::F32,
@@ -297,7 +302,7 @@ Result bench_family_forward(const std::string& arch, const std::string& model, c
     }
   } cleanup{dir, temp};
   const Model m = load_lm(dir);
-  if (T < 1 || T > m.arch.n_ctx) usage_error("bench forward: --T must be in [1, " + std::to_string(m.arch.n_ctx) + "]");
+  check_forward_T(T, m.arch.n_ctx);
   std::vector<int> ids(static_cast<size_t>(T));
   std::mt19937_64 rng(1);
   for (auto& i : ids) i = int(rng() % uint64_t(m.arch.vocab_size));
