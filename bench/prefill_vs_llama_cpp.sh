@@ -15,11 +15,22 @@ qkv=$1 llama=$2 llama_avx2=$3 files=$4 T=${5:-512} threads=${6:-2} reps=${7:-5} 
 for f in $files; do
   [ -r "$f" ] || { echo "prefill_vs_llama_cpp.sh: error: $f: no such readable file" >&2; exit 2; }
 done
+for d in "$llama" "$llama_avx2"; do
+  [ -d "$d" ] && [ -w "$d" ] || { echo "prefill_vs_llama_cpp.sh: error: $d: not a writable directory (node-llama-cpp's, see llama_cpp_prefill.mjs)" >&2; exit 2; }
+done
 here=$(cd "$(dirname "$0")" && pwd)
-cp "$here/llama_cpp_prefill.mjs" "$llama/" && cp "$here/llama_cpp_prefill.mjs" "$llama_avx2/"
-fma() { QKV_ISA=$1 QKV_THREADS=$threads "$qkv" bench peak --isa "$1" --no-bandwidth --peak 1 --json 2>/dev/null |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["fma"][0]["gflops"])'; }
-declare -A peak=([avx512]=$(fma avx512) [avx2]=$(fma avx2))
+cp "$here/llama_cpp_prefill.mjs" "$llama/"
+cp "$here/llama_cpp_prefill.mjs" "$llama_avx2/"
+# The FMA peak of one ISA on the threads used; qkv's own error passed through if it cannot measure it.
+fma() {
+  local out
+  out=$(QKV_ISA=$1 QKV_THREADS=$threads "$qkv" bench peak --isa "$1" --no-bandwidth --peak 1 --json) ||
+    { echo "prefill_vs_llama_cpp.sh: error: $qkv bench peak --isa $1 failed (above)" >&2; return 1; }
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["fma"][0]["gflops"])' <<<"$out"
+}
+declare -A peak
+peak[avx512]=$(fma avx512) || exit 1
+peak[avx2]=$(fma avx2) || exit 1
 echo "FMA peak, $threads threads: avx512 ${peak[avx512]} GFLOP/s, avx2 ${peak[avx2]} GFLOP/s; load $(cut -d' ' -f1-3 /proc/loadavg)"
 runs=$(mktemp) errs=$(mktemp)
 trap 'rm -f "$runs" "$errs"' EXIT
