@@ -548,7 +548,10 @@ void backward_avx512(const float* q, const float* k, const float* v, const float
         for (int qb = 0; qb < sh.nqb; ++qb)
           bwd_pack_block(sh, *shared, qb, q + base, k + base, v + base, z + base,
                          lse + static_cast<size_t>(h) * T, dz + base, scale);
-#pragma omp for schedule(dynamic, 1)
+        // Round-robin, not dynamic: each thread sums the dq of its own key blocks, added in thread order
+        // below, so which thread takes which block must not depend on timing (dynamic gave a dq that
+        // differed in its last bits from run to run on a loaded machine: flash_test's GQA-equals-MHA check).
+#pragma omp for schedule(static, 1)
         for (int kb = 0; kb < sh.nkb; ++kb) bwd_key_block(sh, *shared, tl, kb, dQ.p, dk + base, dv + base);
 #pragma omp for schedule(static)
         for (int i = 0; i < T; ++i) bwd_sum_dq_row(sh, dQ_all.data(), nt, i, dq + base, scale);

@@ -455,7 +455,10 @@ void simd_backward(const float* q, const float* k, const float* v, const float* 
         for (int qb = 0; qb < sh.nqb; ++qb)
           bwd_pack_block(sh, *shared, qb, q + base, k + base, v + base, z + base,
                          lse + static_cast<size_t>(h) * T, dz + base, scale);
-#pragma omp for schedule(dynamic, 1)
+        // Round-robin, not dynamic: each thread sums the dq of its own key blocks, and those partial sums
+        // are added in thread order below, so which thread takes which block must not depend on timing
+        // (dynamic gave a dq that differed in its last bits from run to run on a loaded machine).
+#pragma omp for schedule(static, 1)
         for (int kb = 0; kb < sh.nqb; ++kb) bwd_key_block(sh, *shared, tl, kb, dQ.p, dk + base, dv + base);
 #pragma omp for schedule(static)
         for (int i = 0; i < T; ++i) bwd_sum_dq_row(sh, dQ_all.data(), nt, i, dq + base, scale);

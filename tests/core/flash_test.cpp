@@ -5,6 +5,7 @@
 #include "qkv/flash.hpp"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -191,6 +192,28 @@ TEST_P(FlashKernels, GroupedQueryWithOneGroupEqualsMultiHead) {
   flash_attention_backward_gqa(q.data(), k.data(), v.data(), z1.data(), l1.data(), dz.data(), g2.data(),
                                g2.data() + n, g2.data() + 2 * n, H, H, T, dh, 0.2f);
   EXPECT_EQ(g1, g2);
+}
+
+// The backward's bits do not depend on timing. Heads the threads share (H not a multiple of the team) sum
+// dq over per-thread partials in thread order, so each key block must go to the same thread every run: with
+// blocks handed out dynamically, 5 threads on this machine's 2 cores gave a different last bit in most runs.
+TEST_P(FlashKernels, BackwardBitsDoNotDependOnTiming) {
+  const int H = 3, T = 100, dh = 24;
+  const size_t n = static_cast<size_t>(H) * T * dh;
+  const auto q = randn(n, 81), k = randn(n, 82), v = randn(n, 83), dz = randn(n, 84);
+  std::vector<float> z(n), l(H * T);
+  flash_attention_forward(q.data(), k.data(), v.data(), z.data(), l.data(), H, T, dh, 0.2f);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(5);  // more threads than heads and than cores: every head shared, threads preempted
+  std::vector<float> first;
+  for (int run = 0; run < 12; ++run) {
+    std::vector<float> g(3 * n);
+    flash_attention_backward(q.data(), k.data(), v.data(), z.data(), l.data(), dz.data(), g.data(),
+                             g.data() + n, g.data() + 2 * n, H, T, dh, 0.2f);
+    if (run == 0) first = g;
+    else if (g != first) ADD_FAILURE() << "run " << run << " differs from run 0";
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST_P(FlashKernels, ExpIsAccurate) {
