@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the GGUF fuzz seeds (fuzz/corpus/gguf/): small valid files (every metadata value type, nested
 arrays, every tensor type qkv knows, custom alignment, version 2, a tiny gpt2 model with a tokenizer, a tiny
-llama (SentencePiece tokenizer) and phi3 (byte-level BPE))
+llama (SentencePiece tokenizer; also with Llama 3.1's rope_freqs) and phi3 (byte-level BPE))
 and one of each malformed kind docs/robustness.md lists. Standard library only; deterministic.
 Run from anywhere:  python3 fuzz/make_gguf_corpus.py
 """
@@ -96,8 +96,9 @@ def tiny_gpt2(with_tokenizer=True, ffn=True):
     return gguf(kvs, ts)
 
 
-def tiny_family(arch):
-    """A one-layer llama (SentencePiece tokenizer) or phi3 (byte-level BPE, llama-bpe pre) of mixed types."""
+def tiny_family(arch, extra=()):
+    """A one-layer llama (SentencePiece tokenizer) or phi3 (byte-level BPE, llama-bpe pre) of mixed types;
+    `extra` tensors appended."""
     d, V, P, H, KV, dh, ff = 32, 8, 4, 2, 1, 16, 32
     kvs = [("general.architecture", 8, arch), (arch + ".block_count", 4, 1), (arch + ".context_length", 4, P),
            (arch + ".embedding_length", 4, d), (arch + ".feed_forward_length", 4, ff),
@@ -126,7 +127,7 @@ def tiny_family(arch):
               tensor("blk.0.attn_qkv.weight", [d, (H + 2 * KV) * dh], 8), f32("blk.0.attn_output.weight", [H * dh, d]),
               f32("blk.0.ffn_norm.weight", [d], value=1.0), tensor("blk.0.ffn_up.weight", [d, 2 * ff], 2),
               tensor("blk.0.ffn_down.weight", [ff, d], 1), f32("output_norm.weight", [d], value=1.0)]
-    return gguf(kvs, ts)
+    return gguf(kvs, ts + list(extra))
 
 
 def main():
@@ -169,6 +170,11 @@ def main():
     put("ok_llama_tiny", tiny_family("llama"))
     put("ok_phi3_tiny", tiny_family("phi3"))
     put("bad_llama_missing_tensor", tiny_family("llama").replace(b"blk.0.ffn_gate.weight", b"blk.0.ffn_gxte.weight", 1))
+    # Llama 3.1's rope scaling as llama.cpp stores it: one F32 factor per rotary frequency (head 16: 8).
+    freqs = [1.0, 1.0, 1.7, 3.2, 6.5, 8.0, 8.0, 8.0]
+    put("ok_llama_rope_freqs", tiny_family("llama", [("rope_freqs.weight", [8], 0, struct.pack("<8f", *freqs))]))
+    put("bad_llama_rope_freqs_zero",
+        tiny_family("llama", [("rope_freqs.weight", [8], 0, struct.pack("<8f", *freqs[:3], 0.0, *freqs[4:]))]))
 
 
 if __name__ == "__main__":

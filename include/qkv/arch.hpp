@@ -42,6 +42,10 @@ struct RopeScaling {
   std::string type;  // "" none, "linear", "llama3"
   double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int original_max_position_embeddings = 8192;
+  // llama.cpp's per-frequency factors (a GGUF's rope_freqs.weight, [rotary_dim / 2]; how its files carry
+  // Llama 3.1's llama3 scaling): frequency i is divided by freq_factors[i], after `type`'s scaling. Empty
+  // unless read from such a file.
+  std::vector<double> freq_factors;
 };
 
 struct Arch {
@@ -90,7 +94,8 @@ struct Arch {
 };
 
 // Rotary inverse frequencies [rotary_dim / 2] in double: θ^(−2i/r), then the rope scaling (linear: ÷ factor;
-// llama3: long wavelengths ÷ factor, short ones kept, a smooth blend between). Position p's angle i is
+// llama3: long wavelengths ÷ factor, short ones kept, a smooth blend between; GGUF's per-frequency factors:
+// frequency i ÷ freq_factors[i]). Position p's angle i is
 // p · inv[i]. The forward, the training forward and the experiments all rotate by these.
 std::vector<double> rope_inv_freq(const Arch& arch);
 

