@@ -65,8 +65,8 @@ using BlockWeights = BlockSlots<Weight>;
 class Model : public TopSlots<Weight> {
  public:
   Arch arch;
-  std::string source;   // what was loaded, in words
-  std::string path;     // the path given
+  std::string source;             // what was loaded, in words
+  std::string path;               // the path given
   std::vector<TensorSpec> table;  // every tensor, in the family's order
   std::vector<BlockWeights> blocks;
 
@@ -104,7 +104,7 @@ struct Hooks {
 struct RunState {
   int T = 0, B = 1;  // tokens per sequence, sequences
   std::vector<float> x, u, xin, q, k, v, a, m, g, lse, logits, S, qkv;
-  std::vector<float> zeros;  // never written: a zero bias for gelu_bias_rows
+  std::vector<float> zeros;   // never written: a zero bias for gelu_bias_rows
   std::vector<int> pos, seg;  // per row: its position, and where its run of real / padding tokens starts
 };
 
@@ -121,15 +121,16 @@ struct KvCache {
 };
 
 struct RunOptions {
-  bool last_only = false;     // logits of the last position only
+  bool last_only = false;  // logits of the last position only
   const Hooks* hooks = nullptr;
-  int stop_at_layer = -1;     // >= 0: stop after that block's resid_post (no logits)
+  int stop_at_layer = -1;  // >= 0: stop after that block's resid_post (no logits)
   // Every layer's attention through the materialised T×T path, hooked or not, so that what one layer
   // shows does not depend on which other layers were asked for (`qkv dump --layers`). Off: layers
   // whose scores and pattern nobody hooks run fused (fast; equal to ~1e-7, not bit for bit).
   bool materialise_all = false;
-  KvCache* cache = nullptr;   // extend this cache (incremental decoding); attention is materialised.
-                              // With a batch too: B sequences decoded together (the batch's padding on the left only)
+  KvCache* cache =
+      nullptr;  // extend this cache (incremental decoding); attention is materialised.
+                // With a batch too: B sequences decoded together (the batch's padding on the left only)
   // Start at block `start_at_layer` from `resid_pre` [T, d], the residual entering that block (e.g. a
   // previous run's blocks.L.hook_resid_pre): the blocks before it and the embedding are not run. Given
   // the same residual, every later activation is bit-identical to the full run's (patching re-runs only
@@ -169,10 +170,9 @@ std::map<std::string, Tensor> run_with_cache(const Model& model, const std::vect
                                              const std::function<bool(const std::string&)>& keep = nullptr,
                                              bool materialise_all = true);
 // The same for a batch: ids [B·T] (B = batch), mask [B·T] or empty (all real); every array leads with B.
-std::map<std::string, Tensor> run_with_cache_batch(const Model& model, const std::vector<int>& ids, int batch,
-                                                   const std::vector<uint8_t>& mask,
-                                                   const std::function<bool(const std::string&)>& keep = nullptr,
-                                                   bool materialise_all = true);
+std::map<std::string, Tensor> run_with_cache_batch(
+    const Model& model, const std::vector<int>& ids, int batch, const std::vector<uint8_t>& mask,
+    const std::function<bool(const std::string&)>& keep = nullptr, bool materialise_all = true);
 
 // Rotary positions applied to rows x [n, dh] in place, row r rotated to position pos[r] (the forward's
 // own rotation, for experiments on single q/k pairs). No-op for models with learned positions.
@@ -193,7 +193,7 @@ double lm_forward_flops(const Arch& arch, int T, bool last_only = false);
 // dir/config.json (the given JSON) + model.safetensors (or `shards` files with
 // model.safetensors.index.json) in F32/F16/BF16. N(0, 0.02) matrices, norms 1 (Gemma: 0), biases
 // N(0, 0.02) so that they matter in tests. Deterministic for a seed.
-void write_random_checkpoint(const std::string& dir, const nlohmann::json& config, WeightType dtype, int shards,
-                             uint64_t seed);
+void write_random_checkpoint(const std::string& dir, const nlohmann::json& config, WeightType dtype,
+                             int shards, uint64_t seed);
 
 }  // namespace qkv

@@ -53,8 +53,8 @@ struct PortableIsa {
   }
 };
 
-bool qmatmul_portable(GgmlType t, const void* W, int n0, int n1, int K, const float* x, int ldx, int M, float* y,
-                      int ldy, bool accumulate) {
+bool qmatmul_portable(GgmlType t, const void* W, int n0, int n1, int K, const float* x, int ldx, int M,
+                      float* y, int ldy, bool accumulate) {
   return qdetail::simd_qmatmul<PortableIsa>(t, W, n0, n1, K, x, ldx, M, y, ldy, accumulate);
 }
 
@@ -102,7 +102,8 @@ void qmatmul(GgmlType t, const void* W, int N, int K, const float* x, int ldx, i
   check(t, K);
   const qdetail::Kernel fn = kernel_for(flash_path());
   // Below ~1 MFLOP a second thread costs more than it saves (as gemm.cpp's matrix–vector split).
-  const int threads = omp_get_level() == 0 && double(N) * K * M >= 5e5 ? std::min(gemm_threads(), std::max(1, N / 16)) : 1;
+  const int threads =
+      omp_get_level() == 0 && double(N) * K * M >= 5e5 ? std::min(gemm_threads(), std::max(1, N / 16)) : 1;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int s = 0; s < threads; ++s) {
     const int n0 = int(int64_t(N) * s / threads), n1 = int(int64_t(N) * (s + 1) / threads);
@@ -118,7 +119,8 @@ void qmatmul_reference(GgmlType t, const void* W, int N, int K, const float* x, 
     const auto* row = static_cast<const unsigned char*>(W) + std::size_t(n) * rb;
     for (int m = 0; m < M; ++m) {
       double s = 0;
-      for (int k = 0; k < K; ++k) s += double(dequantize_value(t, row, k)) * double(x[std::size_t(m) * ldx + k]);
+      for (int k = 0; k < K; ++k)
+        s += double(dequantize_value(t, row, k)) * double(x[std::size_t(m) * ldx + k]);
       float& out = y[std::size_t(m) * ldy + n];
       out = float(accumulate ? double(out) + s : s);
     }

@@ -48,7 +48,9 @@ struct Accum<Isa, 1> {
     }
     odd = !odd;
   }
-  QKV_SIMD inline typename Isa::V total(int) const { return Isa::add(Isa::add(a0[0], a1[0]), Isa::add(c0, c1)); }
+  QKV_SIMD inline typename Isa::V total(int) const {
+    return Isa::add(Isa::add(a0[0], a1[0]), Isa::add(c0, c1));
+  }
 };
 
 template <class Dec>
@@ -106,8 +108,8 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
 
 // Rows of x in passes of at most 4 (the accumulators of 4 rows fit the 16 registers of AVX2).
 template <class Isa, class Dec>
-QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const float* x, int ldx, int M, float* y,
-                       int ldy, bool accumulate) {
+QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const float* x, int ldx, int M,
+                       float* y, int ldy, bool accumulate) {
   const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
   for (int m0 = 0; m0 < M; m0 += 4) {
     const float* xm = x + std::size_t(m0) * ldx;

@@ -30,18 +30,30 @@ constexpr const char* kRopeFreqs = "rope_freqs.weight";
 // The GGUF name of a tensor of the family tables (arch.cpp's roles).
 std::string gguf_name(const TensorSpec& s) {
   // llama.cpp's names (LLM_TENSOR_NAMES), per role; empty: the role has no GGUF tensor.
-  static const char* names[kRoles] = {
-      "token_embd.weight", "position_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight",
-      "attn_norm.weight", "attn_norm.bias", "ffn_norm.weight", "ffn_norm.bias", "post_attention_norm.weight",
-      "post_ffw_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias",
-      "attn_v.bias", "attn_qkv.weight", "attn_qkv.bias", "attn_output.weight", "attn_output.bias", "ffn_up.weight",
-      "ffn_up.bias", "ffn_gate.weight", "ffn_gate.bias", "ffn_up.weight", "ffn_down.weight", "ffn_down.bias"};
+  static const char* names[kRoles] = {"token_embd.weight",    "position_embd.weight",
+                                      "output_norm.weight",   "output_norm.bias",
+                                      "output.weight",        "attn_norm.weight",
+                                      "attn_norm.bias",       "ffn_norm.weight",
+                                      "ffn_norm.bias",        "post_attention_norm.weight",
+                                      "post_ffw_norm.weight", "attn_q.weight",
+                                      "attn_k.weight",        "attn_v.weight",
+                                      "attn_q.bias",          "attn_k.bias",
+                                      "attn_v.bias",          "attn_qkv.weight",
+                                      "attn_qkv.bias",        "attn_output.weight",
+                                      "attn_output.bias",     "ffn_up.weight",
+                                      "ffn_up.bias",          "ffn_gate.weight",
+                                      "ffn_gate.bias",        "ffn_up.weight",
+                                      "ffn_down.weight",      "ffn_down.bias"};
   const std::string n = names[int(s.role)];
   return is_block_role(s.role) ? "blk." + std::to_string(s.layer) + "." + n : n;
 }
 
-Weight* slot(Model& m, const TensorSpec& s) { return &role_slot(m, m.blocks, s.role, s.layer); }
-const Weight& slot(const Model& m, const TensorSpec& s) { return role_slot(m, m.blocks, s.role, s.layer); }
+Weight* slot(Model& m, const TensorSpec& s) {
+  return &role_slot(m, m.blocks, s.role, s.layer);
+}
+const Weight& slot(const Model& m, const TensorSpec& s) {
+  return role_slot(m, m.blocks, s.role, s.layer);
+}
 
 // A FLOAT32 key read back as the shortest decimal that rounds to the same float.
 double shortest_decimal(double x) {
@@ -119,14 +131,15 @@ Arch gpt2_arch_from_gguf(const io::GgufFile& f) {
     data_error(path + ": key 'gpt2.attention.head_count' (" + std::to_string(H) +
                ") does not divide 'gpt2.embedding_length' (" + std::to_string(d) + ")");
   const bool attn_only = md.has("qkv.attn_only") && md.get_bool("qkv.attn_only");
-  nlohmann::json cj = {{"model_type", "gpt2"},
-                       {"n_layer", md.get_int_in("gpt2.block_count", 1, 1024)},
-                       {"n_positions", md.get_int_in("gpt2.context_length", 1, 1 << 20)},
-                       {"n_embd", d},
-                       {"n_head", H},
-                       {"layer_norm_epsilon", shortest_decimal(md.get_float("gpt2.attention.layer_norm_epsilon"))},
-                       {"qkv_attn_only", attn_only},
-                       {"vocab_size", vocab_rows(f, "gpt2", int(d))}};
+  nlohmann::json cj = {
+      {"model_type", "gpt2"},
+      {"n_layer", md.get_int_in("gpt2.block_count", 1, 1024)},
+      {"n_positions", md.get_int_in("gpt2.context_length", 1, 1 << 20)},
+      {"n_embd", d},
+      {"n_head", H},
+      {"layer_norm_epsilon", shortest_decimal(md.get_float("gpt2.attention.layer_norm_epsilon"))},
+      {"qkv_attn_only", attn_only},
+      {"vocab_size", vocab_rows(f, "gpt2", int(d))}};
   if (!attn_only) {
     const int64_t ff = md.get_int_in("gpt2.feed_forward_length", 1, 1 << 18);
     if (ff != 4 * d) cj["n_inner"] = ff;
@@ -143,12 +156,14 @@ void read_rope_freqs(const io::GgufFile& f, const std::string& g, Arch& a) {
   const io::GgufTensorInfo* t = f.find(kRopeFreqs);
   if (!t) return;
   if (g != "llama")
-    data_error(f.path() + ": tensor '" + kRopeFreqs + "' (per-frequency rope factors) is read in llama files only, " +
+    data_error(f.path() + ": tensor '" + kRopeFreqs +
+               "' (per-frequency rope factors) is read in llama files only, " +
                "as llama.cpp reads it; this is a " + g + " file");
   const std::vector<uint64_t> want = {uint64_t(a.rotary_dim / 2)};
   if (t->type != GgmlType::F32 || t->ne != want)
     data_error(f.path() + ": tensor '" + kRopeFreqs + "' is " + io::ggml_type_name(t->type) + " ne " +
-               ne_string(t->ne) + ", expected F32 ne " + ne_string(want) + " (one factor per rotary frequency)");
+               ne_string(t->ne) + ", expected F32 ne " + ne_string(want) +
+               " (one factor per rotary frequency)");
   std::vector<float> v(size_t(t->numel()));
   f.read_f32(*t, v.data());
   a.rope_scaling.freq_factors.assign(v.begin(), v.end());
@@ -227,7 +242,6 @@ Arch rotary_arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   return a;
 }
 
-
 Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
   return g == "gpt2" ? gpt2_arch_from_gguf(f) : rotary_arch_from_gguf(f, g);
 }
@@ -236,7 +250,8 @@ Arch arch_from_gguf(const io::GgufFile& f, const std::string& g) {
 // stored transposed, ne = [in, out] (ne[0] = in-features, as for every nn.Linear matrix); everything
 // else as the table has it, ne = the shape reversed.
 std::vector<uint64_t> gguf_ne(const Arch& a, const TensorSpec& s) {
-  if (a.conv1d && s.shape.size() == 2 && !is_embedding(s.role)) return {uint64_t(s.shape[0]), uint64_t(s.shape[1])};
+  if (a.conv1d && s.shape.size() == 2 && !is_embedding(s.role))
+    return {uint64_t(s.shape[0]), uint64_t(s.shape[1])};
   return {s.shape.rbegin(), s.shape.rend()};
 }
 
@@ -254,7 +269,8 @@ void check_tied_copy(const io::GgufFile& f, const io::GgufTensorInfo& out) {
   f.read_f32(emb, b.data());
   if (a != b)
     data_error(f.path() +
-               ": tensor 'output.weight' differs from 'token_embd.weight'; qkv supports GPT-2's tied unembedding only");
+               ": tensor 'output.weight' differs from 'token_embd.weight'; qkv supports GPT-2's tied "
+               "unembedding only");
 }
 
 // Every tensor of the model's table found in the file with the dims and a type qkv reads, before anything
@@ -268,15 +284,16 @@ std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const
     s.name = gguf_name(s);
     const io::GgufTensorInfo* t = f.find(s.name);
     if (!t)
-      data_error(path + ": tensor '" + s.name + "' is missing (expected ne " + ne_string(want) + " for this " + g +
-                 " metadata)");
+      data_error(path + ": tensor '" + s.name + "' is missing (expected ne " + ne_string(want) +
+                 " for this " + g + " metadata)");
     if (t->ne != want)
-      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " + ne_string(want) +
-                 " from the metadata");
+      data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " +
+                 ne_string(want) + " from the metadata");
     if (!io::ggml_type_traits(uint32_t(t->type))->dequantizes)
-      data_error(path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
-                 ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, "
-                 "Q5_1, Q5_K)");
+      data_error(
+          path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
+          ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, "
+          "Q5_1, Q5_K)");
     found.push_back(t);
     used.insert(s.name);
     m.table.push_back(s);
@@ -288,8 +305,9 @@ std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const
       continue;
     }
     if (t.name == kRopeFreqs && !m.arch.rope_scaling.freq_factors.empty()) continue;  // read into the Arch
-    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) + " (not a parameter of this " + g +
-               " metadata" + (m.arch.attn_only() ? ", which is attention-only" : "") + ")");
+    data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) +
+               " (not a parameter of this " + g + " metadata" +
+               (m.arch.attn_only() ? ", which is attention-only" : "") + ")");
   }
   return found;
 }
@@ -345,12 +363,14 @@ std::string source_line(const io::GgufFile& f, const std::string& g, const std::
   for (const auto& [n, k] : types) ts += (ts.empty() ? "" : ", ") + std::to_string(k) + " " + n;
   std::string s = f.path() + " (GGUF v" + std::to_string(f.version()) + ", " + g + "; tensors " + ts;
   if (notes.permuted)
-    s += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on load: "
+    s += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on "
+         "load: "
          "computed as Hugging Face's rotate_half pairs (i, i + d_head/2)";
   if (notes.quantized) s += "; quantized tensors kept as stored and dequantized per use";
   if (g == "gemma" || g == "gemma2")
     s += "; norm weights stored as 1 + w (llama.cpp's converter) and used as plain RMSNorm gains";
-  if (g == "gpt2") s += "; matrices stored [out, in] (Conv1D transposed, as llama.cpp's converter writes them)";
+  if (g == "gpt2")
+    s += "; matrices stored [out, in] (Conv1D transposed, as llama.cpp's converter writes them)";
   return s + ")";
 }
 
@@ -395,9 +415,11 @@ void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, 
   if (a.rope_scaling.type == "linear") {
     md.set(key("rope.scaling.type"), std::string("linear"));
     md.set(key("rope.scaling.factor"), float(a.rope_scaling.factor));
-  }  // llama3 (and factors read from a GGUF): no key, the rope_freqs tensor (rope_freqs_of), as llama.cpp's converter
+  }  // llama3 (and factors read from a GGUF): no key, the rope_freqs tensor (rope_freqs_of), as llama.cpp's
+     // converter
   if (g != "llama" && (a.rope_scaling.type == "llama3" || !a.rope_scaling.freq_factors.empty()))
-    usage_error(path + ": per-frequency rope factors (llama3 scaling) are written to GGUF for llama only (llama.cpp "
+    usage_error(path +
+                ": per-frequency rope factors (llama3 scaling) are written to GGUF for llama only (llama.cpp "
                 "reads rope_freqs.weight there)");
   if (float(a.attn_scale) != float(default_scale(g, a.n_layer, a.d, a.H, a.dh)))
     md.set(key("attention.scale"), float(a.attn_scale));  // llama.cpp's key; its default rule would differ
@@ -413,10 +435,12 @@ void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, 
   for (int l = 0; l < a.n_layer; ++l) {
     const int want = w == 0 ? 0 : g == "gemma2" ? (l % 2 == 0 ? w : 0) : w;
     if (a.window_of(l) != want || ((g == "qwen2" || g == "gemma") && w > 0))
-      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " + std::to_string(l) +
-                  ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " + g + " GGUF");
+      usage_error(path + ": the sliding windows of this " + a.model_type + " model (layer " +
+                  std::to_string(l) + ": " + std::to_string(a.window_of(l)) + ") cannot be written as a " +
+                  g + " GGUF");
   }
-  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0)) md.set(key("attention.sliding_window"), uint32_t(w));
+  if (g == "gemma2" || g == "phi3" || (g == "llama" && w > 0))
+    md.set(key("attention.sliding_window"), uint32_t(w));
 }
 
 // The rope_freqs.weight a llama file of this Arch carries (empty: none): the factors read from a GGUF, or
@@ -535,7 +559,8 @@ Model load_gguf_lm(const std::string& path) {
     std::string list;
     for (size_t i = 0; i < known.size(); ++i)
       list += (i == 0 ? "" : i + 1 == known.size() ? " and " : ", ") + known[i];
-    data_error(path + ": key 'general.architecture' is '" + g + "'; qkv loads GGUF files of architecture " + list);
+    data_error(path + ": key 'general.architecture' is '" + g + "'; qkv loads GGUF files of architecture " +
+               list);
   }
   Model m;
   m.arch = arch_from_gguf(f, g);
@@ -560,8 +585,8 @@ Model load_gguf_lm(const std::string& path) {
 }
 
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
-                                           const std::string& path, io::GgmlType type, const std::string& name,
-                                           int* tokenizer_tokens) {
+                                           const std::string& path, io::GgmlType type,
+                                           const std::string& name, int* tokenizer_tokens) {
   const std::string g = gguf_architecture_of(model.arch);
   io::GgufMetadata md = arch_metadata(model.arch, g, path, type, name);
   // No tokenizer: llama.cpp's "none" (it refuses a file without tokenizer.ggml.model).
@@ -572,7 +597,8 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   std::vector<GgufTensorChoice> choices(model.table.size());
   for (size_t i = 0; i < model.table.size(); ++i)
     tensors.push_back(gguf_tensor(model, model.table[i], g, type, path, choices[i]));
-  if (const std::vector<float> ff = rope_freqs_of(model.arch); !ff.empty()) {  // first, as llama.cpp's converter
+  if (const std::vector<float> ff = rope_freqs_of(model.arch);
+      !ff.empty()) {  // first, as llama.cpp's converter
     const std::vector<uint64_t> ne = {uint64_t(ff.size())};
     tensors.insert(tensors.begin(), io::make_gguf_tensor(kRopeFreqs, GgmlType::F32, ne, ff.data()));
     choices.insert(choices.begin(), {kRopeFreqs, GgmlType::F32, ne});

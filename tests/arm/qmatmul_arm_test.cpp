@@ -50,9 +50,9 @@ void check_shape(GgmlType t, FlashPath p, int N, int K, int M, std::mt19937& rng
   qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, M, got.data(), N, false);
   const double tol = (double(K) / 4 + 16) * 6e-8 * 4.0 * K;  // |w| ~ |x| ~ N(0,1): Σ|wx| well under 4K
   for (size_t i = 0; i < got.size(); ++i)
-    expect(std::fabs(double(got[i]) - want[i]) <= tol, qkv::io::ggml_type_name(t) + " " +
-                                                           qkv::flash_path_name(p) + " K=" + std::to_string(K) +
-                                                           " M=" + std::to_string(M) + " i=" + std::to_string(i));
+    expect(std::fabs(double(got[i]) - want[i]) <= tol,
+           qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p) + " K=" + std::to_string(K) +
+               " M=" + std::to_string(M) + " i=" + std::to_string(i));
   const size_t rb = qkv::io::ggml_row_size(t, K);
   for (int k = 0; k < K; k += 7) {  // unit vectors: the weights themselves, bit for bit
     std::vector<float> e(K, 0.0f), y(N);
@@ -71,8 +71,8 @@ int main() {
   std::mt19937 rng(5);
   for (FlashPath p : {FlashPath::Portable, FlashPath::Neon}) {
     if (!qkv::flash_path_supported(p)) continue;
-    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                       GgmlType::Q6_K}) {
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                       GgmlType::Q4_K, GgmlType::Q6_K}) {
       const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
       for (int K : bs == 1 ? std::vector<int>{5, 37, 300} : std::vector<int>{bs, 3 * bs})
         for (int M : {1, 3, 4, 8}) check_shape(t, p, 33, K, M, rng);

@@ -44,15 +44,16 @@ struct PathGuard {
 };
 
 // |fused - twin| within float summation error: a bound on sum |w x| times the chain length's epsilon.
-void expect_close(GgmlType t, const std::vector<unsigned char>& W, int N, int K, const std::vector<float>& x, int ldx,
-                  int M, const std::vector<float>& got, const std::vector<float>& want, int ldy,
+void expect_close(GgmlType t, const std::vector<unsigned char>& W, int N, int K, const std::vector<float>& x,
+                  int ldx, int M, const std::vector<float>& got, const std::vector<float>& want, int ldy,
                   const std::string& what) {
   const std::size_t rb = qkv::io::ggml_row_size(t, K);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       double mag = 0;
       for (int k = 0; k < K; ++k)
-        mag += std::fabs(double(qkv::io::dequantize_value(t, W.data() + rb * n, k)) * x[std::size_t(m) * ldx + k]);
+        mag += std::fabs(double(qkv::io::dequantize_value(t, W.data() + rb * n, k)) *
+                         x[std::size_t(m) * ldx + k]);
       const double tol = (double(K) / 8 + 16) * 6e-8 * (mag + 1.0);
       const std::size_t i = std::size_t(m) * ldy + n;
       ASSERT_NEAR(got[i], want[i], tol) << what << " m=" << m << " n=" << n;
@@ -64,7 +65,8 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kTypes) {
     const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
-    const std::vector<int> Ks = bs == 1 ? std::vector<int>{1, 7, 37, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs};
+    const std::vector<int> Ks =
+        bs == 1 ? std::vector<int>{1, 7, 37, 300, 513} : std::vector<int>{bs, 3 * bs, 9 * bs};
     for (int K : Ks)
       for (int N : {1, 5, 7, 33}) {
         const auto W = random_weights(t, N, K, rng);
@@ -85,7 +87,8 @@ TEST(QMatmul, MatchesTwinOnEveryPathTypeAndShape) {
                                        " M=" + std::to_string(M) + (acc ? " acc" : "");
               expect_close(t, W, N, K, x, ldx, M, got, want, ldy, what);
               for (int m = 0; m < M; ++m)  // the padding between rows of y untouched
-                for (int n = N; n < ldy; ++n) ASSERT_EQ(got[std::size_t(m) * ldy + n], y0[std::size_t(m) * ldy + n]);
+                for (int n = N; n < ldy; ++n)
+                  ASSERT_EQ(got[std::size_t(m) * ldy + n], y0[std::size_t(m) * ldy + n]);
             }
           }
         }
@@ -108,7 +111,8 @@ TEST(QMatmul, OneRowSplitOverThreadsMatchesTwin) {
       PathGuard guard(p);
       std::vector<float> got(N);
       qkv::io::qmatmul(t, W.data(), N, K, x.data(), K, 1, got.data(), N, false);
-      expect_close(t, W, N, K, x, K, 1, got, want, N, qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p));
+      expect_close(t, W, N, K, x, K, 1, got, want, N,
+                   qkv::io::ggml_type_name(t) + " " + qkv::flash_path_name(p));
     }
   }
 }

@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <tuple>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "qkv/error.hpp"
@@ -39,22 +39,25 @@ TEST(QPanel, BitIdenticalToDequantizeValueOnEveryPath) {
       for (auto& v : w) v = g(rng);
       const std::size_t rb = qkv::io::ggml_row_size(t, K);
       std::vector<unsigned char> q(rb * N);
-      for (int n = 0; n < N; ++n) qkv::io::quantize_row(t, w.data() + std::size_t(n) * K, q.data() + rb * n, K);
+      for (int n = 0; n < N; ++n)
+        qkv::io::quantize_row(t, w.data() + std::size_t(n) * K, q.data() + rb * n, K);
       for (FlashPath p : {FlashPath::Portable, FlashPath::Avx2, FlashPath::Avx512, FlashPath::Neon}) {
         if (!qkv::flash_path_supported(p)) continue;
         PathGuard guard(p);
         // a 64-byte-aligned panel (decoded in place) and one a float off (through the tile)
-        for (auto [r0, r1, shift] : {std::tuple{0, N, 0}, std::tuple{0, N, 1}, std::tuple{3, 4, 0}, std::tuple{5, 13, 1}}) {
+        for (auto [r0, r1, shift] :
+             {std::tuple{0, N, 0}, std::tuple{0, N, 1}, std::tuple{3, 4, 0}, std::tuple{5, 13, 1}}) {
           std::vector<float> buf(std::size_t(r1 - r0) * K + 17, -7.0f);
-          float* out = buf.data() + (16 - (reinterpret_cast<std::uintptr_t>(buf.data()) % 64) / 4) % 16 + shift;
+          float* out =
+              buf.data() + (16 - (reinterpret_cast<std::uintptr_t>(buf.data()) % 64) / 4) % 16 + shift;
           qkv::io::dequantize_panel(t, q.data(), r0, r1, K, out);
           for (int r = r0; r < r1; ++r)
             for (int k = 0; k < K; ++k) {
               const float want = qkv::io::dequantize_value(t, q.data() + rb * r, k);
               const float got = out[std::size_t(r - r0) * K + k];
               ASSERT_EQ(0, std::memcmp(&want, &got, 4))
-                  << qkv::io::ggml_type_name(t) << " path " << qkv::flash_path_name(p) << " K=" << K << " row " << r
-                  << " k=" << k << ": " << got << " vs " << want;
+                  << qkv::io::ggml_type_name(t) << " path " << qkv::flash_path_name(p) << " K=" << K
+                  << " row " << r << " k=" << k << ": " << got << " vs " << want;
             }
         }
       }

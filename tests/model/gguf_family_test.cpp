@@ -15,8 +15,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "qkv/arch.hpp"
 #include "qkv/error.hpp"
@@ -261,7 +261,8 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
       const TensorSpec& s = hf.table[k];
       ASSERT_EQ(gg.table[k].role, s.role);
       ASSERT_EQ(gg.table[k].layer, s.layer);
-      const std::vector<float> H = linear_layout(hf.weight(s.name)), G = linear_layout(gg.weight(gg.table[k].name));
+      const std::vector<float> H = linear_layout(hf.weight(s.name)),
+                               G = linear_layout(gg.weight(gg.table[k].name));
       ASSERT_EQ(H.size(), G.size());
       if (s.role == Role::wpe) {  // GPT-2's positions stay F32 (llama.cpp's converter keeps them so)
         EXPECT_EQ(H, G);
@@ -269,8 +270,7 @@ TEST(GgufFamily, Q8_0FilesStayWithinTheBlockBound) {
         continue;
       }
       if (s.shape.size() == 1) {  // 1-D tensors stay F32 (Gemma's gains hold the + 1)
-        const bool plus_one =
-            hf.arch.norm == NormKind::RMSNormPlusOne && is_norm_weight(s.role);
+        const bool plus_one = hf.arch.norm == NormKind::RMSNormPlusOne && is_norm_weight(s.role);
         for (size_t i = 0; i < H.size(); ++i) EXPECT_EQ(G[i], plus_one ? 1.0f + H[i] : H[i]) << s.name;
         continue;
       }
@@ -376,8 +376,11 @@ TEST(GgufFamily, Llama3ScalingTravelsAsRopeFreqs) {
   nlohmann::json cfg = default_config("llama", "tiny");
   cfg["initializer_range"] = 0.2;  // weights large enough for the positions to move the logits
   write_random_checkpoint(tmp("plain"), cfg, WeightType::F32, 1, 5);
-  cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
+  cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 32}};
   write_random_checkpoint(tmp("hf"), cfg, WeightType::F32, 1, 5);
   const Model hf = load_lm(tmp("hf")), plain = load_lm(tmp("plain"));
   const auto choices = save_gguf_lm(hf, "", tmp("m.gguf"), io::GgmlType::F32);
@@ -399,7 +402,8 @@ TEST(GgufFamily, Llama3ScalingTravelsAsRopeFreqs) {
   const Model gg = load_lm(tmp("m.gguf"));
   ASSERT_EQ(gg.arch.rope_scaling.freq_factors.size(), size_t(half));
   const std::vector<double> a = rope_inv_freq(hf.arch), b = rope_inv_freq(gg.arch);
-  for (int i = 0; i < half; ++i) EXPECT_NEAR(b[size_t(i)] / a[size_t(i)], 1.0, 1e-7) << i;  // factors as float32
+  for (int i = 0; i < half; ++i)
+    EXPECT_NEAR(b[size_t(i)] / a[size_t(i)], 1.0, 1e-7) << i;  // factors as float32
   // The same model as the directory (to the factors' float32 rounding), and not the unscaled one.
   const std::vector<int> ids = ids_for(hf);
   const auto lh = logits(hf, ids), lg = logits(gg, ids), lp = logits(plain, ids);
@@ -425,7 +429,8 @@ TEST(GgufFamily, Llama3ScalingTravelsAsRopeFreqs) {
   };
   std::vector<float> bad = stored;
   bad.pop_back();
-  expect_error(with_freqs(tmp("short.gguf"), io::GgmlType::F32, bad), "expected F32 ne [" + std::to_string(half) + "]");
+  expect_error(with_freqs(tmp("short.gguf"), io::GgmlType::F32, bad),
+               "expected F32 ne [" + std::to_string(half) + "]");
   expect_error(with_freqs(tmp("f16.gguf"), io::GgmlType::F16, stored), "'rope_freqs.weight' is F16");
   bad = stored;
   bad[1] = 0.0f;

@@ -197,8 +197,9 @@ std::string gguf_families() {
 }
 
 void register_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand("convert", "Write a checkpoint (" + gguf_families() +
-                                                ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+  auto* cmd =
+      app.add_subcommand("convert", "Write a checkpoint (" + gguf_families() +
+                                        ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();
