@@ -175,6 +175,9 @@ def main():
     put("ok_llama_rope_freqs", tiny_family("llama", [("rope_freqs.weight", [8], 0, struct.pack("<8f", *freqs))]))
     put("bad_llama_rope_freqs_zero",
         tiny_family("llama", [("rope_freqs.weight", [8], 0, struct.pack("<8f", *freqs[:3], 0.0, *freqs[4:]))]))
+    # Q2_K and Q3_K (llama.cpp's Q2_K / Q3_K_* files), read since; drawn after the rest for the same reason.
+    TYPES.update({10: (256, 84), 11: (256, 110)})
+    put("ok_low_k_types", gguf([("general.architecture", 8, "x")], [tensor("q2", [256, 2], 10), tensor("q3", [256, 2], 11)]))
 
 
 if __name__ == "__main__":

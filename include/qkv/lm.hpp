@@ -32,8 +32,9 @@
 
 namespace qkv {
 
-// GGML: a quantized tensor of a GGUF file (Q8_0, Q4_0, Q4_K, Q6_K; `ggml_type` says which), kept as
-// stored and dequantized per use like F16/BF16 (include/qkv/io/gguf_quant.hpp's dequantize_row).
+// GGML: a quantized tensor of a GGUF file (a type io::ggml_type_traits says qkv dequantizes; `ggml_type` says
+// which), kept as stored and dequantized per use like F16/BF16 (include/qkv/io/gguf_quant.hpp's
+// dequantize_row).
 enum class WeightType { F32, F16, BF16, GGML };
 
 // One parameter: a view of the checkpoint's bytes as stored (F32 used in place; F16/BF16/GGML converted per

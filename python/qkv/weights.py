@@ -10,7 +10,8 @@ Which arrays are views (no copy) and which are copies:
     separate q/k/v_proj);
   * the [n_layers, …] stacks are views when the layers lie one constant distance apart in memory (qkv's
     own files, any 2-layer model), else copies;
-  * F16, BF16 and quantized GGUF tensors (Q8_0, Q4_0, Q4_K, Q6_K) are dequantized into float32 copies;
+  * F16, BF16 and quantized GGUF tensors (every type qkv reads: Q8_0, Q4_0, Q2_K…Q6_K, …) are dequantized
+    into float32 copies;
   * biases the model does not have (b_Q of Llama, b_U everywhere) are zeros, as in TransformerLens.
 """
 

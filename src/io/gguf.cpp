@@ -351,8 +351,7 @@ void GgufFile::read_rows(const GgufTensorInfo& t, int64_t r0, int64_t n, float* 
   const auto tr = ggml_type_traits(uint32_t(t.type));
   if (!tr->dequantizes)
     data_error(path() + ": tensor " + qname(t.name) + " has type " + tr->name +
-               ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, "
-               "Q5_0, Q5_1, Q5_K)");
+               ", which qkv does not dequantize (supported: " + ggml_type_list(false) + ")");
   if (r0 < 0 || n < 0 || r0 > t.rows() || n > t.rows() - r0)
     data_error(path() + ": tensor " + qname(t.name) + ": rows [" + std::to_string(r0) + ", " +
                std::to_string(r0 + n) + ") are outside its " + std::to_string(t.rows()) + " rows");

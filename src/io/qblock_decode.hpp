@@ -134,6 +134,58 @@ struct DecQ4_K {
   }
 };
 
+// x = (d·sc)·q − dmin·m per sub-block of 16; sc and m the nibbles of scales[j], q the 2-bit field f of
+// qs[32n + l] for value 128n + 32f + l (rows_q2_k, quant_low_k.cpp)
+struct DecQ2_K {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 84;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b + 80)), dmin = half_to_float(u16_at(b + 82));
+    uint8_t q[64];
+    std::memcpy(q, b + 16, 64);
+    for (int n = 0; n < 2; ++n)
+      for (int f = 0; f < 4; ++f)
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t sc = b[8 * n + 2 * f + h];
+          const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+          const uint8_t* qq = q + 32 * n + 16 * h;
+          float* y = tile + 128 * n + 32 * f + 16 * h;
+          for (int l = 0; l < 16; ++l) y[l] = dl * float((qq[l] >> (2 * f)) & 3) - ml;
+        }
+    return tile;
+  }
+};
+
+// x = (d·(sc − 32))·(q − 4·!high) per sub-block of 16: Q2_K's 2-bit field, the high bit of value
+// 128n + 32f + l in bit 4n + f of hmask[l], 6-bit scales packed in 12 bytes (rows_q3_k, quant_low_k.cpp)
+struct DecQ3_K {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 110;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b + 108));
+    uint8_t hm[32], q[64], s[12];
+    std::memcpy(hm, b, 32);
+    std::memcpy(q, b + 32, 64);
+    std::memcpy(s, b + 96, 12);
+    for (int n = 0; n < 2; ++n)
+      for (int f = 0; f < 4; ++f)
+        for (int h = 0; h < 2; ++h) {
+          const int j = 8 * n + 2 * f + h;
+          const int sc =
+              ((j < 8 ? s[j] : s[j - 8] >> 4) & 0xF) | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+          const float dl = d * float(sc - 32);
+          const uint8_t* qq = q + 32 * n + 16 * h;
+          const uint8_t* hh = hm + 16 * h;
+          float* y = tile + 128 * n + 32 * f + 16 * h;
+          for (int l = 0; l < 16; ++l)
+            y[l] = dl * float(((qq[l] >> (2 * f)) & 3) - (((hh[l] >> (4 * n + f)) & 1) ? 0 : 4));
+        }
+    return tile;
+  }
+};
+
 // x = (d·sc)·(q − 32), q 6 bits from ql's nibble and qh's 2-bit field (rows_q6_k)
 struct DecQ6_K {
   static constexpr int kBlock = 256;

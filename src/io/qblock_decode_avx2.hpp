@@ -21,6 +21,7 @@ QKV_SIMD inline __m256i i8x8(const unsigned char* p) {
 }  // namespace
 }  // namespace qkv::io::qdetail
 
+#include "io/qblock_decode_k23.hpp"
 #include "io/qblock_decode_q6k.hpp"
 
 namespace qkv::io::qdetail {
@@ -57,7 +58,8 @@ struct DecBF16Avx2 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K and Q6_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K, Q6_K (and Q2_K, Q3_K: qblock_decode_k23.hpp) hand their vectors straight to the
+// accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx2 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;
@@ -144,6 +146,12 @@ struct Avx2Ints {
   QKV_SIMD static __m256 to_float(VI a) { return _mm256_cvtepi32_ps(a); }
   QKV_SIMD static __m256 set1f(float v) { return _mm256_set1_ps(v); }
   QKV_SIMD static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+  QKV_SIMD static __m256 subf(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+  template <int G>  // int8 lanes 8G.. of 32 as floats
+  QKV_SIMD static __m256 widen(__m256i v) {
+    const __m128i h = _mm256_extracti128_si256(v, G / 2);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(G % 2 ? _mm_srli_si128(h, 8) : h));
+  }
 };
 using DecQ6_KAvx2 = DecQ6_KSimd<Avx2Ints>;
 
@@ -154,6 +162,8 @@ struct Avx2Decoders : PlainDecoders {
   using Q4_0 = DecQ4_0Avx2;
   using Q4_K = DecQ4_KAvx2;
   using Q6_K = DecQ6_KAvx2;
+  using Q2_K = DecQ2_KSimd<Avx2Ints>;
+  using Q3_K = DecQ3_KSimd<Avx2Ints>;
 };
 
 }  // namespace

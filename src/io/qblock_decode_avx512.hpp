@@ -18,6 +18,7 @@ QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
 }  // namespace
 }  // namespace qkv::io::qdetail
 
+#include "io/qblock_decode_k23.hpp"
 #include "io/qblock_decode_q6k.hpp"
 
 namespace qkv::io::qdetail {
@@ -54,7 +55,8 @@ struct DecBF16Avx512 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K and Q6_K hand their vectors straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K, Q6_K (and Q2_K, Q3_K: qblock_decode_k23.hpp) hand their vectors straight to the
+// accumulators (kDirect): acc(ja, wa, jb, wb).
 // Zen 4 runs every 512-bit shuffle (VPERMPS, VPMOVZXBD, VBROADCASTSS from a register) on one unit, one per
 // cycle, which bounds these decoders; so a tile's block scales are converted first and stored, and each is
 // then broadcast from memory (EVEX embedded broadcast: the load unit, no shuffle). The empty asm keeps the
@@ -153,6 +155,9 @@ struct Avx512Ints {
   QKV_SIMD static __m512 to_float(VI a) { return _mm512_cvtepi32_ps(a); }
   QKV_SIMD static __m512 set1f(float v) { return _mm512_set1_ps(v); }
   QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+  QKV_SIMD static __m512 subf(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+  template <int G>  // int8 lanes 16G.. of 32 as floats
+  QKV_SIMD static __m512 widen(__m256i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, G))); }
 };
 using DecQ6_KAvx512 = DecQ6_KSimd<Avx512Ints>;
 
@@ -163,6 +168,8 @@ struct Avx512Decoders : PlainDecoders {
   using Q4_0 = DecQ4_0Avx512;
   using Q4_K = DecQ4_KAvx512;
   using Q6_K = DecQ6_KAvx512;
+  using Q2_K = DecQ2_KSimd<Avx512Ints>;
+  using Q3_K = DecQ3_KSimd<Avx512Ints>;
 };
 
 }  // namespace

@@ -88,6 +88,8 @@ bool qmatmul_supports(GgmlType t) {
     case GgmlType::BF16:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
       return true;

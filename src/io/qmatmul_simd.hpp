@@ -138,6 +138,8 @@ struct PlainDecoders {
   using BF16 = DecBF16;
   using Q8_0 = DecQ8_0;
   using Q4_0 = DecQ4_0;
+  using Q2_K = DecQ2_K;
+  using Q3_K = DecQ3_K;
   using Q4_K = DecQ4_K;
   using Q6_K = DecQ6_K;
 };
@@ -159,6 +161,10 @@ QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, co
       return rows_all<Isa, typename D::Q8_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q4_0:
       return rows_all<Isa, typename D::Q4_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q2_K:
+      return rows_all<Isa, typename D::Q2_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q3_K:
+      return rows_all<Isa, typename D::Q3_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q4_K:
       return rows_all<Isa, typename D::Q4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q6_K:

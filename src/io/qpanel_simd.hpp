@@ -53,6 +53,10 @@ QKV_SIMD bool simd_panel(GgmlType t, const void* Wv, int r0, int r1, int K, floa
       return panel_rows<typename D::Q8_0, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q4_0:
       return panel_rows<typename D::Q4_0, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q2_K:
+      return panel_rows<typename D::Q2_K, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q3_K:
+      return panel_rows<typename D::Q3_K, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q4_K:
       return panel_rows<typename D::Q4_K, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q6_K:

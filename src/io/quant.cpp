@@ -6,14 +6,18 @@
 #include <cmath>
 #include <cstring>
 
-#include "io_util.hpp"
 #include "qkv/error.hpp"
 #include "qkv/io/gguf_quant.hpp"
 #include "qkv/io/half.hpp"
+#include "quant_blocks.hpp"
 
 namespace qkv::io {
 
+using detail::best_code;
+using detail::half_at;
+using detail::half_at_least;
 using detail::load_le;
+using detail::put_half;
 
 namespace {
 
@@ -26,10 +30,6 @@ constexpr std::size_t kQ4_1 = 20, kQ5_0 = 22, kQ5_1 = 24, kQ5_K = 176;
 constexpr std::size_t kQ5K_qh = 16, kQ5K_qs = 48;
 constexpr std::size_t kQ4K_scales = 4, kQ4K_qs = 16;
 constexpr std::size_t kQ6K_qh = 128, kQ6K_scales = 192, kQ6K_d = 208;
-
-float half_at(const unsigned char* p) {
-  return f16_to_float(load_le<uint16_t>(p));
-}
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes: sub-blocks 0..3 keep them in
 // the low 6 bits of bytes j and j+4; sub-blocks 4..7 keep their low 4 bits in the nibbles of byte j+4
@@ -45,9 +45,8 @@ void scale_min_k4(int j, const unsigned char* q, int* sc, int* m) {
 }
 
 [[noreturn]] void unsupported(GgmlType t, const char* what) {
-  data_error(
-      std::string("tensor type ") + ggml_type_name(t) + " has no " + what +
-      " in qkv (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; read only: Q4_1, Q5_0, Q5_1, Q5_K)");
+  data_error(std::string("tensor type ") + ggml_type_name(t) + " has no " + what +
+             " in qkv (dequantized: " + ggml_type_list(false) + "; quantized: " + ggml_type_list(true) + ")");
 }
 
 // ---- fast rows: one pass per block, laid out as ggml's dequantize_row_* loops ----
@@ -171,41 +170,9 @@ void rows_q5_k(const unsigned char* b, float* y, int64_t nb) {
 
 // ---- quantizer helpers ----
 
-// The smallest binary16 h >= 0 with f16_to_float(h) * k >= target (target >= 0, finite).
-uint16_t half_at_least(float target, float k, const char* what) {
-  if (!(target > 0)) return 0;
-  uint16_t h = float_to_f16(target / k);
-  while (f16_to_float(h) * k < target) {
-    if (h >= 0x7bff)
-      data_error(std::string("quantize: the ") + what +
-                 " of a block overflows binary16 (values beyond ~4e6)");
-    ++h;
-  }
-  if (h >= 0x7c00)
-    data_error(std::string("quantize: the ") + what + " of a block overflows binary16 (values beyond ~4e6)");
-  return h;
-}
-
 void check_finite(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) data_error("quantize: value " + std::to_string(i) + " is not finite");
-}
-
-void put_half(unsigned char* p, uint16_t h) {
-  std::memcpy(p, &h, 2);
-}
-
-// The code L in [lo, hi] whose reconstruction rec(L) is nearest to x, starting from the rounded guess.
-template <class Rec>
-int best_code(float x, float guess, int lo, int hi, Rec rec) {
-  int L = std::isfinite(guess) ? int(std::clamp(std::nearbyint(guess), float(lo), float(hi))) : lo;
-  float err = std::fabs(rec(L) - x);
-  for (int c : {L - 1, L + 1}) {
-    if (c < lo || c > hi) continue;
-    const float e = std::fabs(rec(c) - x);
-    if (e < err) err = e, L = c;
-  }
-  return L;
 }
 
 void quant_q8_0(const float* x, unsigned char* b, int64_t nb) {
@@ -329,6 +296,24 @@ void quant_q6_k(const float* x, unsigned char* b, int64_t nb) {
 
 }  // namespace
 
+namespace detail {
+
+uint16_t half_at_least(float target, float k, const char* what) {
+  if (!(target > 0)) return 0;
+  uint16_t h = float_to_f16(target / k);
+  while (f16_to_float(h) * k < target) {
+    if (h >= 0x7bff)
+      data_error(std::string("quantize: the ") + what +
+                 " of a block overflows binary16 (values beyond ~4e6)");
+    ++h;
+  }
+  if (h >= 0x7c00)
+    data_error(std::string("quantize: the ") + what + " of a block overflows binary16 (values beyond ~4e6)");
+  return h;
+}
+
+}  // namespace detail
+
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
   switch (type) {
     case 0:
@@ -348,9 +333,9 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
     case 9:
       return GgmlTypeTraits{"Q8_1", 32, 36, false, false};
     case 10:
-      return GgmlTypeTraits{"Q2_K", 256, 84, false, false};
+      return GgmlTypeTraits{"Q2_K", 256, 84, true, true};
     case 11:
-      return GgmlTypeTraits{"Q3_K", 256, 110, false, false};
+      return GgmlTypeTraits{"Q3_K", 256, 110, true, true};
     case 12:
       return GgmlTypeTraits{"Q4_K", 256, 144, true, true};
     case 13:
@@ -381,11 +366,21 @@ std::string ggml_type_name(GgmlType t) {
   return tr ? tr->name : "type " + std::to_string(uint32_t(t));
 }
 
+std::string ggml_type_list(bool quantizes) {
+  std::string s;
+  for (uint32_t t = 0; t < 64; ++t) {
+    const auto tr = ggml_type_traits(t);
+    if (tr && (quantizes ? tr->supported : tr->dequantizes))
+      s += (s.empty() ? "" : ", ") + std::string(tr->name);
+  }
+  return s;
+}
+
 std::optional<GgmlType> parse_ggml_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K})
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K})
     if (u == ggml_type_name(t)) return t;
   return std::nullopt;
 }
@@ -431,6 +426,12 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
       return;
     case GgmlType::Q5_K:
       rows_q5_k(p, y, n / QK_K);
+      return;
+    case GgmlType::Q2_K:
+      detail::rows_q2_k(p, y, n / QK_K);
+      return;
+    case GgmlType::Q3_K:
+      detail::rows_q3_k(p, y, n / QK_K);
       return;
     default:
       unsupported(t, "dequantizer");
@@ -501,6 +502,10 @@ float dequantize_value(GgmlType t, const void* src, int64_t i) {
       scale_min_k4(j, b + kQ4K_scales, &sc, &m);
       return half_at(b) * float(sc) * float(q) - half_at(b + 2) * float(m);
     }
+    case GgmlType::Q2_K:
+      return detail::value_q2_k(p, i);
+    case GgmlType::Q3_K:
+      return detail::value_q3_k(p, i);
     default:
       unsupported(t, "dequantizer");
   }
@@ -530,6 +535,12 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
       return;
     case GgmlType::Q6_K:
       quant_q6_k(x, p, n / QK_K);
+      return;
+    case GgmlType::Q2_K:
+      detail::quant_q2_k(x, p, n / QK_K);
+      return;
+    case GgmlType::Q3_K:
+      detail::quant_q3_k(x, p, n / QK_K);
       return;
     default:
       unsupported(t, "quantizer");

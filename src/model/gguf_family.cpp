@@ -290,10 +290,8 @@ std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const
       data_error(path + ": tensor '" + s.name + "' has ne " + ne_string(t->ne) + ", expected " +
                  ne_string(want) + " from the metadata");
     if (!io::ggml_type_traits(uint32_t(t->type))->dequantizes)
-      data_error(
-          path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
-          ", which qkv does not dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, "
-          "Q5_1, Q5_K)");
+      data_error(path + ": tensor '" + s.name + "' has type " + io::ggml_type_name(t->type) +
+                 ", which qkv does not dequantize (supported: " + io::ggml_type_list(false) + ")");
     found.push_back(t);
     used.insert(s.name);
     m.table.push_back(s);
@@ -382,6 +380,10 @@ uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model
       return 1;
     case GgmlType::Q4_0:
       return 2;
+    case GgmlType::Q2_K:
+      return 10;  // MOSTLY_Q2_K
+    case GgmlType::Q3_K:
+      return 11;  // MOSTLY_Q3_K_S: every quantized tensor Q3_K
     case GgmlType::Q8_0:
       return 7;
     case GgmlType::Q4_K:
@@ -542,7 +544,8 @@ std::string gguf_architecture_of(const Arch& a) {
 
 io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0) {
   std::vector<GgmlType> chain = {requested};
-  if (requested == GgmlType::Q4_K) chain.push_back(GgmlType::Q4_0);
+  if (requested == GgmlType::Q2_K || requested == GgmlType::Q3_K || requested == GgmlType::Q4_K)
+    chain.push_back(GgmlType::Q4_0);
   if (requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
   chain.push_back(GgmlType::F16);
   for (GgmlType t : chain)

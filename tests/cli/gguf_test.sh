@@ -12,19 +12,21 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
 test_label=gguf
 
-# A GPT-2 whose rows are whole Q4_K/Q6_K blocks (n_embd 256), with the 3,000-merge GPT-2 tokenizer subset.
+# A GPT-2 whose rows are whole K-quant blocks (n_embd 256), with the 3,000-merge GPT-2 tokenizer subset.
 check init 0 'wrote' -- init --out "$tmp/hf" --preset tiny --n-embd 256 --n-layer 1 --vocab-size 3300 \
   --n-positions 32 --tokenizer "$src/fuzz/data/tokenizer" --seed 4
 ntok=$("$qkv" info --model "$tmp/hf" | sed -n 's/^tokenizer *\([0-9]*\) tokens$/\1/p')
 [ -n "$ntok" ] && ok "the source model has a $ntok-token tokenizer" || bad "no tokenizer beside $tmp/hf"
 text="The quick brown fox jumps over the lazy dog, and the dog sleeps."
-for t in f32 f16 bf16 q8_0 q4_0 q4_k q6_k; do
+for t in f32 f16 bf16 q8_0 q4_0 q2_k q3_k q4_k q6_k; do
   check "convert-$t" 0 "wrote $tmp/$t.gguf .*tokenizer $ntok tokens" -- convert --to gguf --type "$t" "$tmp/hf" "$tmp/$t.gguf"
 done
 check convert-json 0 '"type": "Q4_K"' -- convert --type q4_k "$tmp/hf" "$tmp/q4_k_json.gguf" --json
 check q4k-types 0 'blk.0.attn_qkv.weight +Q4_K' -- gguf-info "$tmp/q4_k.gguf"
 check q4k-norm-f32 0 'blk.0.attn_norm.weight +F32' -- gguf-info "$tmp/q4_k.gguf"
 check info 0 'GGUF v3, gpt2; tensors .*Q6_K' -- info --model "$tmp/q6_k.gguf"
+check q3k-types 0 'blk.0.ffn_up.weight +Q3_K' -- gguf-info "$tmp/q3_k.gguf"
+check q2k-run 0 '"token"' -- run --model "$tmp/q2_k.gguf" "$text" --top 3 --json
 check info-tokenizer 0 "tokenizer   $ntok tokens" -- info --model "$tmp/q8_0.gguf"
 check gguf-info-json 0 '"key": "tokenizer.ggml.merges"' -- gguf-info "$tmp/f32.gguf" --json
 
@@ -122,7 +124,7 @@ else
   peer=$src/tests/gguf/peer
   bash "$src/tests/npm_ci.sh" "$peer" "$peer" @huggingface/gguf/package.json || bad "npm ci in $peer failed"
   mkdir -p "$tmp/peer"
-  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
+  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q2_k,q3_k,q4_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
   for f in "$src"/fuzz/corpus/gguf/ok_*; do cp "$f" "$tmp/peer/seed_$(basename "$f").gguf"; done
   out=$(cd "$peer" && node check.mjs "$qkv" "$tmp"/peer/*.gguf 2>&1); rc=$?
   echo "$out" | sed 's/^/     /' | grep -v '^     ok' || true

@@ -18,11 +18,11 @@ namespace {
 
 using test::TempDir;
 
-const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                               GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K};
 // Dequantized too (read only): what llama.cpp's Q4_K_M / Q5_K_M files also hold.
-const GgmlType kReadable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                              GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1,
+const GgmlType kReadable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                              GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1,
                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K};
 
 int64_t block(GgmlType t) {
@@ -122,6 +122,45 @@ TEST(GgufQuant, HandBuiltReadOnlyBlocks) {
       const int q = ((j % 2 == 0) ? 5 : 9) + (((0xA5 >> j) & 1) ? 16 : 0);
       EXPECT_EQ(y[e], 1.0f * float(j + 1) * float(q) - 0.5f * float(j)) << "Q5_K " << e;
     }
+  }
+}
+
+// Q2_K and Q3_K from ggml's block structs (block_q2_K: scales[16], qs[64], d, dmin; block_q3_K: hmask[32],
+// qs[64], scales[12], d), one block each with chosen bits.
+TEST(GgufQuant, HandBuiltQ2_KBlock) {
+  // d = 0.5, dmin = 0.25; sub-block j: scale (j % 15) + 1, min j; qs[32n + l] = 0b11100100: field f = f,
+  // so value e has q = (e % 128) / 32
+  unsigned char b[84];
+  for (int j = 0; j < 16; ++j) b[j] = static_cast<unsigned char>((j % 15 + 1) | (j << 4));
+  for (int k = 0; k < 64; ++k) b[16 + k] = 0xE4;
+  put_half(b + 80, 0.5f);
+  put_half(b + 82, 0.25f);
+  float y[256];
+  dequantize_row(GgmlType::Q2_K, b, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 16, q = (e % 128) / 32;
+    EXPECT_EQ(y[e], 0.5f * float(j % 15 + 1) * float(q) - 0.25f * float(j)) << "Q2_K " << e;
+  }
+}
+
+TEST(GgufQuant, HandBuiltQ3_KBlock) {
+  // d = 2; 6-bit scale of sub-block j = 32 + j − 8 (so −8..7): low 4 bits in the nibbles of scales[j % 8],
+  // top 2 bits in field j / 4 of scales[8 + j % 4]; hmask[l] = 0b01010101 sets the high bit of the
+  // 32-value groups 0, 2, 4, 6; every 2-bit field 3 (qs 0xFF): q = 3, or 3 − 4 = −1 without the bit
+  unsigned char b[110] = {};
+  for (int l = 0; l < 32; ++l) b[l] = 0x55;
+  for (int k = 0; k < 64; ++k) b[32 + k] = 0xFF;
+  for (int j = 0; j < 16; ++j) {
+    const int stored = 32 + j - 8;
+    b[96 + j % 8] |= static_cast<unsigned char>((stored & 15) << (j < 8 ? 0 : 4));
+    b[96 + 8 + j % 4] |= static_cast<unsigned char>((stored >> 4) << (2 * (j / 4)));
+  }
+  put_half(b + 108, 2.0f);
+  float y[256];
+  dequantize_row(GgmlType::Q3_K, b, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 16, q = (e / 32) % 2 == 0 ? 3 : -1;
+    EXPECT_EQ(y[e], 2.0f * float(j - 8) * float(q)) << "Q3_K " << e;
   }
 }
 
@@ -269,6 +308,10 @@ double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const u
       return 0.5 * ((hi - lo) / 15 + half(0) + half(2) / 15) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q6_K:
       return 0.5 * (amax / 31 + half(208)) * (1 + 1e-5) + 1e-30;
+    case GgmlType::Q2_K:
+      return 0.5 * ((hi - lo) / 3 + half(80) + half(82) / 3) * (1 + 1e-5) + 1e-30;
+    case GgmlType::Q3_K:
+      return 0.5 * (amax / 3 + half(108)) * (1 + 1e-5) + 1e-30;
     default:
       return 0;
   }
@@ -278,7 +321,7 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kSupported) {
-    const int64_t B = block(t), sub = t == GgmlType::Q4_K ? 32 : t == GgmlType::Q6_K ? 16 : B;
+    const int64_t B = block(t), sub = t == GgmlType::Q4_K ? 32 : B == 256 ? 16 : B;  // Q2_K, Q3_K, Q6_K: 16
     for (int kind = 0; kind < 6; ++kind) {
       std::vector<float> x(1024);
       for (size_t i = 0; i < x.size(); ++i) {
@@ -309,7 +352,8 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
 TEST(GgufQuant, NonFiniteInputIsAnError) {
   std::vector<float> x(256, 1.0f);
   x[7] = NAN;
-  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : kSupported) {
+    if (t == GgmlType::F32) continue;  // stored as given
     std::vector<unsigned char> b(ggml_row_size(t, 256));
     EXPECT_THROW(quantize_row(t, x.data(), b.data(), 256), Error) << ggml_type_name(t);
   }
@@ -318,7 +362,9 @@ TEST(GgufQuant, NonFiniteInputIsAnError) {
 TEST(GgufQuant, TypeNamesParse) {
   EXPECT_EQ(parse_ggml_type("q4_k"), GgmlType::Q4_K);
   EXPECT_EQ(parse_ggml_type("F16"), GgmlType::F16);
+  EXPECT_EQ(parse_ggml_type("Q3_k"), GgmlType::Q3_K);
   EXPECT_FALSE(parse_ggml_type("q5_k").has_value());
+  EXPECT_FALSE(parse_ggml_type("q8_k").has_value());
   EXPECT_EQ(ggml_type_traits(14)->type_size, 210u);
   EXPECT_FALSE(ggml_type_traits(4).has_value());  // removed Q4_2
 }
@@ -622,11 +668,11 @@ TEST(GgufMalformed, TensorCases) {
 
 TEST(GgufMalformed, UnsupportedTypeOpensButDoesNotDequantize) {
   TempDir tmp;
-  test::write_raw(tmp.path("q3.gguf"), file_with({{"a", {256}, 11, 0}}, 128));  // Q3_K: 110 bytes
-  const GgufFile f = GgufFile::open(tmp.path("q3.gguf"));
+  test::write_raw(tmp.path("q8k.gguf"), file_with({{"a", {256}, 15, 0}}, 320));  // Q8_K: 292 bytes
+  const GgufFile f = GgufFile::open(tmp.path("q8k.gguf"));
   std::vector<float> y(256);
   test::expect_data_error([&] { f.read_f32(f.tensors()[0], y.data()); },
-                          {"'a'", "Q3_K", "does not dequantize"});
+                          {"'a'", "Q8_K", "does not dequantize"});
 }
 
 }  // namespace

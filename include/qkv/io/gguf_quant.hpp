@@ -10,6 +10,10 @@
 //        x = (d·sc)·q − dmin·m, q the low nibble of qs[32c + e%32] for e%64 < 32, else the high nibble
 //   Q6_K 256 values, 210 bytes: u8 ql[128]; u8 qh[64]; int8 scales[16]; half d.  16 sub-blocks of 16:
 //        x_e = (d·scales[e/16])·(q_e − 32), q_e 6 bits: 4 low from ql, 2 high from qh (see quant.cpp)
+//   Q2_K 256 values, 84 bytes: u8 scales[16]; u8 qs[64]; half d, dmin.  16 sub-blocks of 16, 4-bit scale
+//        and min in the nibbles of scales[j], 2-bit q: x = (d·sc)·q − dmin·m
+//   Q3_K 256 values, 110 bytes: u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d.  16 sub-blocks of 16,
+//        6-bit scales, 2-bit q with a high bit in hmask: x = (d·(sc − 32))·(q − 4·!high)  (quant_low_k.cpp)
 // F32, F16 and BF16 are one value per "block".
 #pragma once
 #include <cstddef>
@@ -20,8 +24,8 @@
 namespace qkv::io {
 
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
-// those, F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be dequantized and quantized, and Q4_1, Q5_0, Q5_1
-// and Q5_K (which llama.cpp's Q4_K_M / Q5_K_M files hold) dequantized.
+// those, F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K and Q6_K can be dequantized and quantized, and Q4_1,
+// Q5_0, Q5_1 and Q5_K (which llama.cpp's Q4_K_M / Q5_K_M files hold) dequantized.
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -56,6 +60,9 @@ struct GgmlTypeTraits {
 // nullopt for a type number qkv does not know (its block size is then unknown too).
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type);
 std::string ggml_type_name(GgmlType t);
+// "F32, F16, Q4_0, …": the types qkv dequantizes (or, with quantizes, also quantizes), in ggml's order; for
+// error messages, from the traits table.
+std::string ggml_type_list(bool quantizes);
 // Parses "f32", "F16", "q4_k", ... (case-insensitive); nullopt when it is not a supported type.
 std::optional<GgmlType> parse_ggml_type(const std::string& s);
 // Bytes of a row of n values (n a multiple of the block size, checked by the caller).
@@ -70,10 +77,11 @@ float dequantize_value(GgmlType t, const void* src, int64_t i);
 
 // Quantizes n values (a multiple of the block size) into `dst` (ggml_row_size(t, n) bytes).
 //   F16/BF16: round to nearest even. Q8_0, Q4_0: exactly ggml's quantize_row_*_ref.
-//   Q4_K, Q6_K: a simpler scale search than ggml's (no iterative refinement), producing valid blocks
-//   with this guarantee, per sub-block of 32 (Q4_K) / 16 (Q6_K) values x with stored step s = d·sc:
-//   |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d (Q4_K; min below 0
-//   is represented by dmin·m ≥ −min) and s ≤ max|x|/31 + d (Q6_K).
+//   Q2_K, Q3_K, Q4_K, Q6_K: a simpler scale search than ggml's (no iterative refinement), producing valid
+//   blocks with this guarantee, per sub-block of 16 (Q2_K, Q3_K, Q6_K) / 32 (Q4_K) values x with stored
+//   step s = d·sc: |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d + dmin/15
+//   (Q4_K; a min below 0 is represented by dmin·m ≥ −min), s ≤ (max − min(0, min))/3 + d + dmin/3 (Q2_K),
+//   s ≤ max|x|/3 + d (Q3_K) and s ≤ max|x|/31 + d (Q6_K).
 // Throws qkv::Error (Data) on a non-finite value or a scale that overflows binary16.
 void quantize_row(GgmlType t, const float* x, void* dst, int64_t n);
 

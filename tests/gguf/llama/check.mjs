@@ -3,12 +3,13 @@
 //
 //  1. Next-token distributions: for every family qkv writes, and a Llama with Llama 3.1's llama3 rope scaling
 //     (rope_freqs.weight in the file) (`qkv init --arch A`, 256-wide so that every row
-//     is a whole Q4_K block, converted to f32, q8_0 and q4_k, no tokenizer: tokenizer.ggml.model = "none"),
+//     is a whole K-quant block, converted to f32, q8_0, q4_k, q3_k and q2_k, no tokenizer:
+//     tokenizer.ggml.model = "none"),
 //     the same 32 token ids through llama.cpp (controlledEvaluate: the full distribution after every
 //     position) and through qkv (`qkv dump`'s logits.npy, softmax in float64). f32: max |Δp| ≤ 2e-3, the same
 //     argmax wherever qkv's top two differ by more than 1e-3, and the logits equal up to a constant per
 //     position (max |Δ log p − mean| ≤ 1e-2, which a wrong layout fails even where the distribution is
-//     flat); q8_0 and q4_k: llama.cpp rounds the activations inside those products (Q8_0 / Q8_K) and qkv
+//     flat); quantized: llama.cpp rounds the activations inside those products (Q8_0 / Q8_K) and qkv
 //     does not, so mean KL(qkv ‖ llama.cpp) ≤ 0.01.
 //     The bundled Llama-shaped model too (trained, so sharp predictions; its byte-level tokenizer in the file).
 //  2. llama.cpp's quirks, measured so that the notes in docs/gguf.md stay true: it applies no sliding window
@@ -159,7 +160,7 @@ const setArgs = (set) =>
 
 // `source`: a checkpoint to convert (default: `qkv init --arch A` with `set`); `tokenizer`: what its files'
 // tokenizer.ggml.model must say.
-async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k"], tokenizer = "none", ids = IDS }) {
+async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k", "q3_k", "q2_k"], tokenizer = "none", ids = IDS }) {
   const dir = source ?? `${work}/${label ?? arch}`;
   const name = source ? source.replace(`${src}/`, "") : label ?? arch;
   if (!source) run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);

@@ -1,0 +1,48 @@
+// What quant.cpp (the types qkv reads and writes since the start) and quant_low_k.cpp (Q2_K, Q3_K) share:
+// the half loads and stores, the quantizers' scale rounding and nearest-code search, and the per-type
+// row, value and quantize functions quant.cpp dispatches to (private to src/io).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "io_util.hpp"
+#include "qkv/io/half.hpp"
+
+namespace qkv::io::detail {
+
+inline float half_at(const unsigned char* p) {
+  return f16_to_float(load_le<uint16_t>(p));
+}
+
+inline void put_half(unsigned char* p, uint16_t h) {
+  std::memcpy(p, &h, 2);
+}
+
+// The smallest binary16 h >= 0 with f16_to_float(h) * k >= target (target >= 0, finite); `what` names the
+// scale in the error when it overflows binary16.
+uint16_t half_at_least(float target, float k, const char* what);
+
+// The code L in [lo, hi] whose reconstruction rec(L) is nearest to x, starting from the rounded guess.
+template <class Rec>
+int best_code(float x, float guess, int lo, int hi, Rec rec) {
+  int L = std::isfinite(guess) ? int(std::clamp(std::nearbyint(guess), float(lo), float(hi))) : lo;
+  float err = std::fabs(rec(L) - x);
+  for (int c : {L - 1, L + 1}) {
+    if (c < lo || c > hi) continue;
+    const float e = std::fabs(rec(c) - x);
+    if (e < err) err = e, L = c;
+  }
+  return L;
+}
+
+// Q2_K and Q3_K (quant_low_k.cpp): nb blocks of 256 values.
+void rows_q2_k(const unsigned char* b, float* y, int64_t nb);
+void rows_q3_k(const unsigned char* b, float* y, int64_t nb);
+float value_q2_k(const unsigned char* p, int64_t i);
+float value_q3_k(const unsigned char* p, int64_t i);
+void quant_q2_k(const float* x, unsigned char* b, int64_t nb);
+void quant_q3_k(const float* x, unsigned char* b, int64_t nb);
+
+}  // namespace qkv::io::detail
