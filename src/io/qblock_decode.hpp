@@ -134,6 +134,31 @@ struct DecQ4_K {
   }
 };
 
+// Q4_K's layout plus qh[32]: the 5th bit of value l of sub-block j in bit j of qh[l] (rows_q5_k)
+struct DecQ5_K {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 176;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b)), dmin = half_to_float(u16_at(b + 2));
+    uint8_t qh[32], q[128];
+    std::memcpy(qh, b + 16, 32);
+    std::memcpy(q, b + 48, 128);
+    float* y = tile;
+    for (int c = 0; c < 4; ++c, y += 64) {
+      int sc, m;
+      scale_min(2 * c, b + 4, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      scale_min(2 * c + 1, b + 4, &sc, &m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      const uint8_t* qc = q + 32 * c;
+      for (int l = 0; l < 32; ++l) y[l] = d1 * float((qc[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4)) - m1;
+      for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float((qc[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) - m2;
+    }
+    return tile;
+  }
+};
+
 // x = (d·sc)·q − dmin·m per sub-block of 16; sc and m the nibbles of scales[j], q the 2-bit field f of
 // qs[32n + l] for value 128n + 32f + l (rows_q2_k, quant_low_k.cpp)
 struct DecQ2_K {

@@ -21,8 +21,7 @@ QKV_SIMD inline __m256i i8x8(const unsigned char* p) {
 }  // namespace
 }  // namespace qkv::io::qdetail
 
-#include "io/qblock_decode_k23.hpp"
-#include "io/qblock_decode_q6k.hpp"
+#include "io/qblock_decode_bytes.hpp"
 
 namespace qkv::io::qdetail {
 namespace {
@@ -58,7 +57,7 @@ struct DecBF16Avx2 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K, Q6_K (and Q2_K, Q3_K: qblock_decode_k23.hpp) hand their vectors straight to the
+// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K: qblock_decode_bytes.hpp) hand their vectors straight to the
 // accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx2 {
   static constexpr int kBlock = 32;
@@ -130,20 +129,9 @@ struct DecQ4_KAvx2 {
   }
 };
 
-// Q6_K: qblock_decode_q6k.hpp over 8 int32 lanes.
-struct Avx2Ints {
-  using VI = __m256i;
+// The float side of qblock_decode_bytes.hpp's decoders: 8 lanes.
+struct Avx2Lanes {
   static constexpr int W = 8;
-  QKV_SIMD static VI load(const unsigned char* p) { return u8x8(p); }
-  QKV_SIMD static VI set1(int v) { return _mm256_set1_epi32(v); }
-  QKV_SIMD static VI and_(VI a, VI b) { return _mm256_and_si256(a, b); }
-  QKV_SIMD static VI or_(VI a, VI b) { return _mm256_or_si256(a, b); }
-  template <int N>
-  QKV_SIMD static VI shl(VI a) { return _mm256_slli_epi32(a, N); }
-  template <int N>
-  QKV_SIMD static VI shr(VI a) { return _mm256_srli_epi32(a, N); }
-  QKV_SIMD static VI sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
-  QKV_SIMD static __m256 to_float(VI a) { return _mm256_cvtepi32_ps(a); }
   QKV_SIMD static __m256 set1f(float v) { return _mm256_set1_ps(v); }
   QKV_SIMD static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
   QKV_SIMD static __m256 subf(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
@@ -153,7 +141,6 @@ struct Avx2Ints {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(G % 2 ? _mm_srli_si128(h, 8) : h));
   }
 };
-using DecQ6_KAvx2 = DecQ6_KSimd<Avx2Ints>;
 
 struct Avx2Decoders : PlainDecoders {
   using F16 = DecF16Avx2;
@@ -161,9 +148,10 @@ struct Avx2Decoders : PlainDecoders {
   using Q8_0 = DecQ8_0Avx2;
   using Q4_0 = DecQ4_0Avx2;
   using Q4_K = DecQ4_KAvx2;
-  using Q6_K = DecQ6_KAvx2;
-  using Q2_K = DecQ2_KSimd<Avx2Ints>;
-  using Q3_K = DecQ3_KSimd<Avx2Ints>;
+  using Q2_K = DecQ2_KBytes<Avx2Lanes>;
+  using Q3_K = DecQ3_KBytes<Avx2Lanes>;
+  using Q5_K = DecQ5_KBytes<Avx2Lanes>;
+  using Q6_K = DecQ6_KBytes<Avx2Lanes>;
 };
 
 }  // namespace

@@ -18,8 +18,7 @@ QKV_SIMD inline __m512i u8x16(const unsigned char* p) {
 }  // namespace
 }  // namespace qkv::io::qdetail
 
-#include "io/qblock_decode_k23.hpp"
-#include "io/qblock_decode_q6k.hpp"
+#include "io/qblock_decode_bytes.hpp"
 
 namespace qkv::io::qdetail {
 namespace {
@@ -55,7 +54,7 @@ struct DecBF16Avx512 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K, Q6_K (and Q2_K, Q3_K: qblock_decode_k23.hpp) hand their vectors straight to the
+// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K: qblock_decode_bytes.hpp) hand their vectors straight to the
 // accumulators (kDirect): acc(ja, wa, jb, wb).
 // Zen 4 runs every 512-bit shuffle (VPERMPS, VPMOVZXBD, VBROADCASTSS from a register) on one unit, one per
 // cycle, which bounds these decoders; so a tile's block scales are converted first and stored, and each is
@@ -139,27 +138,15 @@ struct DecQ4_KAvx512 {
   }
 };
 
-// Q6_K: qblock_decode_q6k.hpp over 16 int32 lanes (one int8 scale's weights).
-struct Avx512Ints {
-  using VI = __m512i;
+// The float side of qblock_decode_bytes.hpp's decoders: 16 lanes.
+struct Avx512Lanes {
   static constexpr int W = 16;
-  QKV_SIMD static VI load(const unsigned char* p) { return u8x16(p); }
-  QKV_SIMD static VI set1(int v) { return _mm512_set1_epi32(v); }
-  QKV_SIMD static VI and_(VI a, VI b) { return _mm512_and_si512(a, b); }
-  QKV_SIMD static VI or_(VI a, VI b) { return _mm512_or_si512(a, b); }
-  template <int N>
-  QKV_SIMD static VI shl(VI a) { return _mm512_slli_epi32(a, N); }
-  template <int N>
-  QKV_SIMD static VI shr(VI a) { return _mm512_srli_epi32(a, N); }
-  QKV_SIMD static VI sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
-  QKV_SIMD static __m512 to_float(VI a) { return _mm512_cvtepi32_ps(a); }
   QKV_SIMD static __m512 set1f(float v) { return _mm512_set1_ps(v); }
   QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
   QKV_SIMD static __m512 subf(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
   template <int G>  // int8 lanes 16G.. of 32 as floats
   QKV_SIMD static __m512 widen(__m256i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, G))); }
 };
-using DecQ6_KAvx512 = DecQ6_KSimd<Avx512Ints>;
 
 struct Avx512Decoders : PlainDecoders {
   using F16 = DecF16Avx512;
@@ -167,9 +154,10 @@ struct Avx512Decoders : PlainDecoders {
   using Q8_0 = DecQ8_0Avx512;
   using Q4_0 = DecQ4_0Avx512;
   using Q4_K = DecQ4_KAvx512;
-  using Q6_K = DecQ6_KAvx512;
-  using Q2_K = DecQ2_KSimd<Avx512Ints>;
-  using Q3_K = DecQ3_KSimd<Avx512Ints>;
+  using Q2_K = DecQ2_KBytes<Avx512Lanes>;
+  using Q3_K = DecQ3_KBytes<Avx512Lanes>;
+  using Q5_K = DecQ5_KBytes<Avx512Lanes>;
+  using Q6_K = DecQ6_KBytes<Avx512Lanes>;
 };
 
 }  // namespace

@@ -91,6 +91,7 @@ bool qmatmul_supports(GgmlType t) {
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return true;
     default:

@@ -141,6 +141,7 @@ struct PlainDecoders {
   using Q2_K = DecQ2_K;
   using Q3_K = DecQ3_K;
   using Q4_K = DecQ4_K;
+  using Q5_K = DecQ5_K;
   using Q6_K = DecQ6_K;
 };
 
@@ -167,6 +168,8 @@ QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, co
       return rows_all<Isa, typename D::Q3_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q4_K:
       return rows_all<Isa, typename D::Q4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q5_K:
+      return rows_all<Isa, typename D::Q5_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q6_K:
       return rows_all<Isa, typename D::Q6_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     default:

@@ -59,6 +59,8 @@ QKV_SIMD bool simd_panel(GgmlType t, const void* Wv, int r0, int r1, int K, floa
       return panel_rows<typename D::Q3_K, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q4_K:
       return panel_rows<typename D::Q4_K, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q5_K:
+      return panel_rows<typename D::Q5_K, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q6_K:
       return panel_rows<typename D::Q6_K, Store>(W, r0, r1, K, out), true;
     default:

@@ -109,7 +109,7 @@ void rows_q6_k(const unsigned char* b, float* y, int64_t nb) {
   }
 }
 
-// Read-only types (ggml's dequantize_row_q4_1 / q5_0 / q5_1 / q5_k):
+// Types without a quantizer but Q5_K (ggml's dequantize_row_q4_1 / q5_0 / q5_1 / q5_k):
 //   Q4_1  32 values, 20 bytes: half d, m; u8 qs[16].             x_j = d·(qs_j & 15) + m, x_{j+16} = d·(qs_j
 //   >> 4) + m Q5_0  32 values, 22 bytes: half d; u32 qh; u8 qs[16].        5-bit q = nibble | (bit j (resp. j
 //   + 16) of qh) << 4;
@@ -204,14 +204,17 @@ void quant_q4_0(const float* x, unsigned char* b, int64_t nb) {
   }
 }
 
-void quant_q4_k(const float* x, unsigned char* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += QK_K, b += kQ4_K) {
+// Q4_K (4-bit codes) and Q5_K (5-bit: the 5th bit of value l of sub-block j in bit j of qh[l]): the same
+// 6-bit scales and mins, `top` = 15 or 31 the largest code.
+void quant_q4k_like(const float* x, unsigned char* b, int64_t nb, bool five) {
+  const int top = five ? 31 : 15;
+  const std::size_t size = five ? kQ5_K : kQ4_K, qs_at = five ? kQ5K_qs : kQ4K_qs;
+  for (int64_t i = 0; i < nb; ++i, x += QK_K, b += size) {
     float lo[8], hi[8];
     float max_min = 0;
     for (int j = 0; j < 8; ++j) {
       lo[j] = 0.0f, hi[j] = -INFINITY;
-      for (int l = 0; l < 32; ++l)
-        lo[j] = std::min(lo[j], x[32 * j + l]), hi[j] = std::max(hi[j], x[32 * j + l]);
+      for (int l = 0; l < 32; ++l) lo[j] = std::min(lo[j], x[32 * j + l]), hi[j] = std::max(hi[j], x[32 * j + l]);
       max_min = std::max(max_min, -lo[j]);
     }
     // Mins first (rounded up so that −dmin·m <= the sub-block's lowest value), then scales that reach
@@ -224,15 +227,16 @@ void quant_q4_k(const float* x, unsigned char* b, int64_t nb) {
       lm[j] = dmin > 0 ? std::clamp(int(std::ceil(-lo[j] / dmin)), 0, 63) : 0;
       while (lm[j] < 63 && dmin * float(lm[j]) < -lo[j]) ++lm[j];
       m_eff[j] = dmin * float(lm[j]);
-      need[j] = (hi[j] + m_eff[j]) / 15.0f;
+      need[j] = (hi[j] + m_eff[j]) / float(top);
       max_need = std::max(max_need, need[j]);
     }
     const uint16_t hd = half_at_least(max_need, 63.0f, "scale");
     const float d = f16_to_float(hd);
     for (int j = 0; j < 8; ++j) {
       ls[j] = d > 0 ? std::clamp(int(std::ceil(need[j] / d)), 0, 63) : 0;
-      while (ls[j] < 63 && d * float(ls[j]) * 15.0f - m_eff[j] < hi[j]) ++ls[j];
+      while (ls[j] < 63 && d * float(ls[j]) * float(top) - m_eff[j] < hi[j]) ++ls[j];
     }
+    std::memset(b, 0, size);
     put_half(b, hd);
     put_half(b + 2, hmin);
     unsigned char* scales = b + kQ4K_scales;
@@ -247,12 +251,13 @@ void quant_q4_k(const float* x, unsigned char* b, int64_t nb) {
       for (int l = 0; l < 32; ++l) {
         const float v = x[32 * j + l];
         L[32 * j + l] =
-            s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, 15, [&](int q) { return s * float(q) - m; })) : 0;
+            s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, top, [&](int q) { return s * float(q) - m; })) : 0;
+        if (five && L[32 * j + l] > 15) b[kQ5K_qh + l] |= uint8_t(1u << j);
       }
     }
-    unsigned char* qs = b + kQ4K_qs;
+    unsigned char* qs = b + qs_at;
     for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l) qs[32 * c + l] = uint8_t(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+      for (int l = 0; l < 32; ++l) qs[32 * c + l] = uint8_t((L[64 * c + l] & 15) | ((L[64 * c + 32 + l] & 15) << 4));
   }
 }
 
@@ -339,7 +344,7 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
     case 12:
       return GgmlTypeTraits{"Q4_K", 256, 144, true, true};
     case 13:
-      return GgmlTypeTraits{"Q5_K", 256, 176, false, true};
+      return GgmlTypeTraits{"Q5_K", 256, 176, true, true};
     case 14:
       return GgmlTypeTraits{"Q6_K", 256, 210, true, true};
     case 15:
@@ -380,7 +385,7 @@ std::optional<GgmlType> parse_ggml_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K})
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     if (u == ggml_type_name(t)) return t;
   return std::nullopt;
 }
@@ -531,7 +536,10 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
       quant_q4_0(x, p, n / QK);
       return;
     case GgmlType::Q4_K:
-      quant_q4_k(x, p, n / QK_K);
+      quant_q4k_like(x, p, n / QK_K, false);
+      return;
+    case GgmlType::Q5_K:
+      quant_q4k_like(x, p, n / QK_K, true);
       return;
     case GgmlType::Q6_K:
       quant_q6_k(x, p, n / QK_K);

@@ -388,6 +388,8 @@ uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model
       return 7;
     case GgmlType::Q4_K:
       return 14;  // MOSTLY_Q4_K_S: every quantized tensor Q4_K
+    case GgmlType::Q5_K:
+      return 16;  // MOSTLY_Q5_K_S: every quantized tensor Q5_K
     case GgmlType::Q6_K:
       return 18;
     case GgmlType::BF16:
@@ -546,7 +548,7 @@ io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0) {
   std::vector<GgmlType> chain = {requested};
   if (requested == GgmlType::Q2_K || requested == GgmlType::Q3_K || requested == GgmlType::Q4_K)
     chain.push_back(GgmlType::Q4_0);
-  if (requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
+  if (requested == GgmlType::Q5_K || requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
   chain.push_back(GgmlType::F16);
   for (GgmlType t : chain)
     if (ne0 % uint64_t(io::ggml_type_traits(uint32_t(t))->block_size) == 0) return t;

@@ -19,7 +19,7 @@ namespace {
 using test::TempDir;
 
 const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K};
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 // Dequantized too (read only): what llama.cpp's Q4_K_M / Q5_K_M files also hold.
 const GgmlType kReadable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1,
@@ -310,6 +310,8 @@ double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const u
       return 0.5 * (amax / 31 + half(208)) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q2_K:
       return 0.5 * ((hi - lo) / 3 + half(80) + half(82) / 3) * (1 + 1e-5) + 1e-30;
+    case GgmlType::Q5_K:
+      return 0.5 * ((hi - lo) / 31 + half(0) + half(2) / 31) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q3_K:
       return 0.5 * (amax / 3 + half(108)) * (1 + 1e-5) + 1e-30;
     default:
@@ -321,7 +323,7 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kSupported) {
-    const int64_t B = block(t), sub = t == GgmlType::Q4_K ? 32 : B == 256 ? 16 : B;  // Q2_K, Q3_K, Q6_K: 16
+    const int64_t B = block(t), sub = t == GgmlType::Q4_K || t == GgmlType::Q5_K ? 32 : B == 256 ? 16 : B;
     for (int kind = 0; kind < 6; ++kind) {
       std::vector<float> x(1024);
       for (size_t i = 0; i < x.size(); ++i) {
@@ -363,7 +365,8 @@ TEST(GgufQuant, TypeNamesParse) {
   EXPECT_EQ(parse_ggml_type("q4_k"), GgmlType::Q4_K);
   EXPECT_EQ(parse_ggml_type("F16"), GgmlType::F16);
   EXPECT_EQ(parse_ggml_type("Q3_k"), GgmlType::Q3_K);
-  EXPECT_FALSE(parse_ggml_type("q5_k").has_value());
+  EXPECT_EQ(parse_ggml_type("q5_k"), GgmlType::Q5_K);
+  EXPECT_FALSE(parse_ggml_type("q5_0").has_value());
   EXPECT_FALSE(parse_ggml_type("q8_k").has_value());
   EXPECT_EQ(ggml_type_traits(14)->type_size, 210u);
   EXPECT_FALSE(ggml_type_traits(4).has_value());  // removed Q4_2

@@ -24,8 +24,8 @@
 namespace qkv::io {
 
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
-// those, F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K and Q6_K can be dequantized and quantized, and Q4_1,
-// Q5_0, Q5_1 and Q5_K (which llama.cpp's Q4_K_M / Q5_K_M files hold) dequantized.
+// those, F32, F16, BF16, Q8_0, Q4_0 and the K-quants Q2_K…Q6_K can be dequantized and quantized, and
+// Q4_1, Q5_0 and Q5_1 (older files' types) dequantized.
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -54,7 +54,7 @@ struct GgmlTypeTraits {
   int64_t block_size;     // values per block
   std::size_t type_size;  // bytes per block
   bool supported;         // qkv dequantizes and quantizes it
-  bool dequantizes;       // qkv dequantizes it (supported, and the read-only Q4_1, Q5_0, Q5_1, Q5_K)
+  bool dequantizes;       // qkv dequantizes it (supported, and the read-only Q4_1, Q5_0, Q5_1)
 };
 
 // nullopt for a type number qkv does not know (its block size is then unknown too).
@@ -77,10 +77,10 @@ float dequantize_value(GgmlType t, const void* src, int64_t i);
 
 // Quantizes n values (a multiple of the block size) into `dst` (ggml_row_size(t, n) bytes).
 //   F16/BF16: round to nearest even. Q8_0, Q4_0: exactly ggml's quantize_row_*_ref.
-//   Q2_K, Q3_K, Q4_K, Q6_K: a simpler scale search than ggml's (no iterative refinement), producing valid
-//   blocks with this guarantee, per sub-block of 16 (Q2_K, Q3_K, Q6_K) / 32 (Q4_K) values x with stored
-//   step s = d·sc: |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d + dmin/15
-//   (Q4_K; a min below 0 is represented by dmin·m ≥ −min), s ≤ (max − min(0, min))/3 + d + dmin/3 (Q2_K),
+//   Q2_K…Q6_K: a simpler scale search than ggml's (no iterative refinement), producing valid blocks with
+//   this guarantee, per sub-block of 16 (Q2_K, Q3_K, Q6_K) / 32 (Q4_K, Q5_K) values x with stored step
+//   s = d·sc: |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d + dmin/15 (Q4_K;
+//   a min below 0 is represented by dmin·m ≥ −min), the same with 31 (Q5_K) and with 3 (Q2_K),
 //   s ≤ max|x|/3 + d (Q3_K) and s ≤ max|x|/31 + d (Q6_K).
 // Throws qkv::Error (Data) on a non-finite value or a scale that overflows binary16.
 void quantize_row(GgmlType t, const float* x, void* dst, int64_t n);
