@@ -211,6 +211,43 @@ struct DecQ3_K {
   }
 };
 
+// ggml's IQ4_NL / IQ4_XS codebook (quant_iq4.cpp's kValues).
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 32 values as IQ4_NL lays them out: x_j = s·K[qs_j & 15], x_{j+16} = s·K[qs_j >> 4] (rows_iq4_nl)
+QKV_SIMD inline void iq4_rows32(const unsigned char* qs, float s, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = s * float(kIq4Values[qs[j] & 0xF]);
+    y[j + 16] = s * float(kIq4Values[qs[j] >> 4]);
+  }
+}
+
+struct DecIQ4_NL {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = 18;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes) iq4_rows32(b + 2, half_to_float(u16_at(b)), tile + kBlock * i);
+    return tile;
+  }
+};
+
+// 8 sub-blocks of 32 with dl = d·(ls − 32), ls 6 bits from scales_l's nibbles and scales_h (rows_iq4_xs)
+struct DecIQ4_XS {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 136;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = half_to_float(u16_at(b));
+    const int h = u16_at(b + 2);
+    for (int sub = 0; sub < 8; ++sub) {
+      const int ls = ((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((h >> (2 * sub)) & 3) << 4);
+      iq4_rows32(b + 8 + 16 * sub, d * float(ls - 32), tile + 32 * sub);
+    }
+    return tile;
+  }
+};
+
 // x = (d·sc)·(q − 32), q 6 bits from ql's nibble and qh's 2-bit field (rows_q6_k)
 struct DecQ6_K {
   static constexpr int kBlock = 256;

@@ -152,6 +152,8 @@ struct Avx2Decoders : PlainDecoders {
   using Q3_K = DecQ3_KBytes<Avx2Lanes>;
   using Q5_K = DecQ5_KBytes<Avx2Lanes>;
   using Q6_K = DecQ6_KBytes<Avx2Lanes>;
+  using IQ4_NL = DecIQ4_NLBytes<Avx2Lanes>;
+  using IQ4_XS = DecIQ4_XSBytes<Avx2Lanes>;
 };
 
 }  // namespace

@@ -158,6 +158,8 @@ struct Avx512Decoders : PlainDecoders {
   using Q3_K = DecQ3_KBytes<Avx512Lanes>;
   using Q5_K = DecQ5_KBytes<Avx512Lanes>;
   using Q6_K = DecQ6_KBytes<Avx512Lanes>;
+  using IQ4_NL = DecIQ4_NLBytes<Avx512Lanes>;
+  using IQ4_XS = DecIQ4_XSBytes<Avx512Lanes>;
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K) for the fused kernels, once for AVX2
+// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K) and of IQ4_NL / IQ4_XS for the fused kernels, once for AVX2
 // and AVX-512 (qblock_decode_avx2.hpp and qblock_decode_avx512.hpp include it after their f16c_scale): the
 // bit work — Q2_K/Q3_K's 2-bit field f of qs[32n + l] (value 128n + 32f + l) and Q3_K's high bit (bit
 // 4n + f of hmask[l]), Q5_K's nibbles and 5th bits, Q6_K's nibbles and 2-bit fields — on 32 byte lanes
@@ -190,6 +190,50 @@ struct DecQ6_KBytes {
     const auto w = [&](auto q, int t) QKV_SIMD { return I::mul(I::set1f(dl[t]), q); };
     half<0>(b, acc, w);
     half<1>(b, acc, w);
+  }
+};
+
+// IQ4_NL / IQ4_XS: 32 values (16 bytes of nibbles: value j low in byte j, j + 16 high) looked up in the
+// codebook by PSHUFB on byte lanes, x = s·float(K[q]) (rows_iq4_nl, rows_iq4_xs).
+QKV_SIMD inline __m256i iq4_codes32(const unsigned char* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), k15 = _mm_set1_epi8(15);
+  const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), k15), _mm_and_si128(v, k15));
+  const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(book, book), nib);
+}
+
+template <class I>
+struct DecIQ4_NLBytes {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = 18;
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes) {
+      const float d = f16c_scale(b);
+      const auto w = [&](auto q, int) QKV_SIMD { return I::mul(I::set1f(d), q); };
+      emit32<I, 32>(iq4_codes32(b + 2), kBlock * i, 0, acc, w);
+    }
+  }
+};
+
+template <class I>
+struct DecIQ4_XSBytes {
+  static constexpr int kBlock = 256;
+  static constexpr std::size_t kBytes = 136;
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    const float d = f16c_scale(b);
+    const int h = u16_at(b + 2);
+    alignas(32) float dl[8];
+    for (int sub = 0; sub < 8; ++sub)
+      dl[sub] = d * float((((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((h >> (2 * sub)) & 3) << 4)) - 32);
+    QKV_SCALES_IN_MEMORY();
+    const auto w = [&](auto q, int t) QKV_SIMD { return I::mul(I::set1f(dl[t]), q); };
+    for (int sub = 0; sub < 8; ++sub) emit32<I, 32>(iq4_codes32(b + 8 + 16 * sub), 32 * sub, sub, acc, w);
   }
 };
 

@@ -93,6 +93,8 @@ bool qmatmul_supports(GgmlType t) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;

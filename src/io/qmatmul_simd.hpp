@@ -142,6 +142,8 @@ struct PlainDecoders {
   using Q3_K = DecQ3_K;
   using Q4_K = DecQ4_K;
   using Q5_K = DecQ5_K;
+  using IQ4_NL = DecIQ4_NL;
+  using IQ4_XS = DecIQ4_XS;
   using Q6_K = DecQ6_K;
 };
 
@@ -170,6 +172,10 @@ QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, co
       return rows_all<Isa, typename D::Q4_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q5_K:
       return rows_all<Isa, typename D::Q5_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::IQ4_NL:
+      return rows_all<Isa, typename D::IQ4_NL>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::IQ4_XS:
+      return rows_all<Isa, typename D::IQ4_XS>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q6_K:
       return rows_all<Isa, typename D::Q6_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     default:

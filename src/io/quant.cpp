@@ -349,6 +349,10 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
       return GgmlTypeTraits{"Q6_K", 256, 210, true, true};
     case 15:
       return GgmlTypeTraits{"Q8_K", 256, 292, false, false};
+    case 20:
+      return GgmlTypeTraits{"IQ4_NL", 32, 18, true, true};
+    case 23:
+      return GgmlTypeTraits{"IQ4_XS", 256, 136, true, true};
     case 24:
       return GgmlTypeTraits{"I8", 1, 1, false, false};
     case 25:
@@ -385,7 +389,8 @@ std::optional<GgmlType> parse_ggml_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     if (u == ggml_type_name(t)) return t;
   return std::nullopt;
 }
@@ -437,6 +442,12 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
       return;
     case GgmlType::Q3_K:
       detail::rows_q3_k(p, y, n / QK_K);
+      return;
+    case GgmlType::IQ4_NL:
+      detail::rows_iq4_nl(p, y, n / QK);
+      return;
+    case GgmlType::IQ4_XS:
+      detail::rows_iq4_xs(p, y, n / QK_K);
       return;
     default:
       unsupported(t, "dequantizer");
@@ -511,6 +522,10 @@ float dequantize_value(GgmlType t, const void* src, int64_t i) {
       return detail::value_q2_k(p, i);
     case GgmlType::Q3_K:
       return detail::value_q3_k(p, i);
+    case GgmlType::IQ4_NL:
+      return detail::value_iq4_nl(p, i);
+    case GgmlType::IQ4_XS:
+      return detail::value_iq4_xs(p, i);
     default:
       unsupported(t, "dequantizer");
   }
@@ -549,6 +564,12 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
       return;
     case GgmlType::Q3_K:
       detail::quant_q3_k(x, p, n / QK_K);
+      return;
+    case GgmlType::IQ4_NL:
+      detail::quant_iq4_nl(x, p, n / QK);
+      return;
+    case GgmlType::IQ4_XS:
+      detail::quant_iq4_xs(x, p, n / QK_K);
       return;
     default:
       unsupported(t, "quantizer");

@@ -1,4 +1,5 @@
-// What quant.cpp (the types qkv reads and writes since the start) and quant_low_k.cpp (Q2_K, Q3_K) share:
+// What quant.cpp (the types qkv reads and writes since the start), quant_low_k.cpp (Q2_K, Q3_K) and
+// quant_iq4.cpp (IQ4_NL, IQ4_XS) share:
 // the half loads and stores, the quantizers' scale rounding and nearest-code search, and the per-type
 // row, value and quantize functions quant.cpp dispatches to (private to src/io).
 #pragma once
@@ -44,5 +45,13 @@ float value_q2_k(const unsigned char* p, int64_t i);
 float value_q3_k(const unsigned char* p, int64_t i);
 void quant_q2_k(const float* x, unsigned char* b, int64_t nb);
 void quant_q3_k(const float* x, unsigned char* b, int64_t nb);
+
+// IQ4_NL (blocks of 32) and IQ4_XS (blocks of 256) (quant_iq4.cpp).
+void rows_iq4_nl(const unsigned char* b, float* y, int64_t nb);
+void rows_iq4_xs(const unsigned char* b, float* y, int64_t nb);
+float value_iq4_nl(const unsigned char* p, int64_t i);
+float value_iq4_xs(const unsigned char* p, int64_t i);
+void quant_iq4_nl(const float* x, unsigned char* b, int64_t nb);
+void quant_iq4_xs(const float* x, unsigned char* b, int64_t nb);
 
 }  // namespace qkv::io::detail

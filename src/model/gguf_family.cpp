@@ -394,6 +394,10 @@ uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model
       return 18;
     case GgmlType::BF16:
       return 32;
+    case GgmlType::IQ4_NL:
+      return 25;
+    case GgmlType::IQ4_XS:
+      return 30;
     default:
       return 0;
   }
@@ -549,6 +553,7 @@ io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0) {
   if (requested == GgmlType::Q2_K || requested == GgmlType::Q3_K || requested == GgmlType::Q4_K)
     chain.push_back(GgmlType::Q4_0);
   if (requested == GgmlType::Q5_K || requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
+  if (requested == GgmlType::IQ4_XS) chain.push_back(GgmlType::IQ4_NL);
   chain.push_back(GgmlType::F16);
   for (GgmlType t : chain)
     if (ne0 % uint64_t(io::ggml_type_traits(uint32_t(t))->block_size) == 0) return t;

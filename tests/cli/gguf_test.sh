@@ -18,7 +18,7 @@ check init 0 'wrote' -- init --out "$tmp/hf" --preset tiny --n-embd 256 --n-laye
 ntok=$("$qkv" info --model "$tmp/hf" | sed -n 's/^tokenizer *\([0-9]*\) tokens$/\1/p')
 [ -n "$ntok" ] && ok "the source model has a $ntok-token tokenizer" || bad "no tokenizer beside $tmp/hf"
 text="The quick brown fox jumps over the lazy dog, and the dog sleeps."
-for t in f32 f16 bf16 q8_0 q4_0 q2_k q3_k q4_k q5_k q6_k; do
+for t in f32 f16 bf16 q8_0 q4_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; do
   check "convert-$t" 0 "wrote $tmp/$t.gguf .*tokenizer $ntok tokens" -- convert --to gguf --type "$t" "$tmp/hf" "$tmp/$t.gguf"
 done
 check convert-json 0 '"type": "Q4_K"' -- convert --type q4_k "$tmp/hf" "$tmp/q4_k_json.gguf" --json
@@ -124,7 +124,7 @@ else
   peer=$src/tests/gguf/peer
   bash "$src/tests/npm_ci.sh" "$peer" "$peer" @huggingface/gguf/package.json || bad "npm ci in $peer failed"
   mkdir -p "$tmp/peer"
-  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q2_k,q3_k,q4_k,q5_k,q6_k,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
+  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_nl,iq4_xs,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
   for f in "$src"/fuzz/corpus/gguf/ok_*; do cp "$f" "$tmp/peer/seed_$(basename "$f").gguf"; done
   out=$(cd "$peer" && node check.mjs "$qkv" "$tmp"/peer/*.gguf 2>&1); rc=$?
   echo "$out" | sed 's/^/     /' | grep -v '^     ok' || true

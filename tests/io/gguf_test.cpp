@@ -19,11 +19,12 @@ namespace {
 using test::TempDir;
 
 const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                               GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 // Dequantized too (read only): what llama.cpp's Q4_K_M / Q5_K_M files also hold.
 const GgmlType kReadable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1,
-                              GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K};
+                              GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 int64_t block(GgmlType t) {
   return ggml_type_traits(uint32_t(t))->block_size;
@@ -162,6 +163,39 @@ TEST(GgufQuant, HandBuiltQ3_KBlock) {
     const int j = e / 16, q = (e / 32) % 2 == 0 ? 3 : -1;
     EXPECT_EQ(y[e], 2.0f * float(j - 8) * float(q)) << "Q3_K " << e;
   }
+}
+
+// IQ4_NL / IQ4_XS from ggml's block structs (block_iq4_nl: d, qs[16]; block_iq4_xs: d, scales_h, scales_l[4],
+// qs[128]) and its codebook kvalues_iq4nl.
+TEST(GgufQuant, HandBuiltIQ4Blocks) {
+  const int K[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  {  // d = 0.5; byte j = j | (15 − j) << 4: value j is K[j], value j + 16 is K[15 − j]
+    unsigned char b[18];
+    put_half(b, 0.5f);
+    for (int j = 0; j < 16; ++j) b[2 + j] = static_cast<unsigned char>(j | ((15 - j) << 4));
+    float y[32];
+    dequantize_row(GgmlType::IQ4_NL, b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], 0.5f * float(K[j])) << j;
+      EXPECT_EQ(y[j + 16], 0.5f * float(K[15 - j])) << j;
+    }
+  }
+  // IQ4_XS: d = 0.25; sub-block s has ls = 32 + s − 4 (so ls − 32 = s − 4): low nibble s % 2 of
+  // scales_l[s / 2], top bits 2s of scales_h; every byte of qs 0x5A: low nibble 10, high 5
+  unsigned char b[136] = {};
+  put_half(b, 0.25f);
+  uint16_t h = 0;
+  for (int s = 0; s < 8; ++s) {
+    const int ls = 32 + s - 4;
+    b[4 + s / 2] |= static_cast<unsigned char>((ls & 15) << (4 * (s % 2)));
+    h = static_cast<uint16_t>(h | ((ls >> 4) << (2 * s)));
+  }
+  std::memcpy(b + 2, &h, 2);
+  for (int k = 0; k < 128; ++k) b[8 + k] = 0x5A;
+  float y[256];
+  dequantize_row(GgmlType::IQ4_XS, b, y, 256);
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(y[e], 0.25f * float(e / 32 - 4) * float(K[e % 32 < 16 ? 10 : 5])) << "IQ4_XS " << e;
 }
 
 TEST(GgufQuant, HandBuiltQ8_0Block) {
@@ -312,6 +346,11 @@ double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const u
       return 0.5 * ((hi - lo) / 3 + half(80) + half(82) / 3) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q5_K:
       return 0.5 * ((hi - lo) / 31 + half(0) + half(2) / 31) * (1 + 1e-5) + 1e-30;
+    // 14 × the step: the step |d| ≥ amax/127 rounded up to binary16 (IQ4_NL), within d of amax/127 (IQ4_XS)
+    case GgmlType::IQ4_NL:
+      return 14 * (amax / 127 * (1 + std::ldexp(1.0, -10)) + std::ldexp(1.0, -24)) * (1 + 1e-5) + 1e-30;
+    case GgmlType::IQ4_XS:
+      return 14 * (amax / 127 + half(0)) * (1 + 1e-5) + 1e-30;
     case GgmlType::Q3_K:
       return 0.5 * (amax / 3 + half(108)) * (1 + 1e-5) + 1e-30;
     default:
@@ -323,7 +362,7 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kSupported) {
-    const int64_t B = block(t), sub = t == GgmlType::Q4_K || t == GgmlType::Q5_K ? 32 : B == 256 ? 16 : B;
+    const int64_t B = block(t), sub = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS ? 32 : B == 256 ? 16 : B;
     for (int kind = 0; kind < 6; ++kind) {
       std::vector<float> x(1024);
       for (size_t i = 0; i < x.size(); ++i) {

@@ -24,8 +24,8 @@
 namespace qkv::io {
 
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
-// those, F32, F16, BF16, Q8_0, Q4_0 and the K-quants Q2_K…Q6_K can be dequantized and quantized, and
-// Q4_1, Q5_0 and Q5_1 (older files' types) dequantized.
+// those, F32, F16, BF16, Q8_0, Q4_0, the K-quants Q2_K…Q6_K, IQ4_NL and IQ4_XS can be dequantized and
+// quantized, and Q4_1, Q5_0 and Q5_1 (older files' types) dequantized.
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -41,6 +41,8 @@ enum class GgmlType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -82,6 +84,9 @@ float dequantize_value(GgmlType t, const void* src, int64_t i);
 //   s = d·sc: |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d + dmin/15 (Q4_K;
 //   a min below 0 is represented by dmin·m ≥ −min), the same with 31 (Q5_K) and with 3 (Q2_K),
 //   s ≤ max|x|/3 + d (Q3_K) and s ≤ max|x|/31 + d (Q6_K).
+//   IQ4_NL, IQ4_XS: the value of largest magnitude of a block (IQ4_NL) or sub-block of 32 (IQ4_XS) mapped to
+//   the codebook's −127, each value to its nearest entry: |x − x̂| ≤ 14·|s|, s the stored step, with
+//   |s| ≤ max|x|/127 (rounded up to binary16) for IQ4_NL and ≤ max|x|/127 + d for IQ4_XS.
 // Throws qkv::Error (Data) on a non-finite value or a scale that overflows binary16.
 void quantize_row(GgmlType t, const float* x, void* dst, int64_t n);
 
