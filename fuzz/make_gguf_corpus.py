@@ -178,6 +178,9 @@ def main():
     # Q2_K and Q3_K (llama.cpp's Q2_K / Q3_K_* files), read since; drawn after the rest for the same reason.
     TYPES.update({10: (256, 84), 11: (256, 110)})
     put("ok_low_k_types", gguf([("general.architecture", 8, "x")], [tensor("q2", [256, 2], 10), tensor("q3", [256, 2], 11)]))
+    # IQ4_NL and IQ4_XS, read since (after the rest again).
+    TYPES.update({20: (32, 18), 23: (256, 136)})
+    put("ok_iq4_types", gguf([("general.architecture", 8, "x")], [tensor("nl", [64, 2], 20), tensor("xs", [256, 2], 23)]))
 
 
 if __name__ == "__main__":
