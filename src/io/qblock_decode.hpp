@@ -232,18 +232,20 @@ struct DecIQ4_NL {
   }
 };
 
-// 8 sub-blocks of 32 with dl = d·(ls − 32), ls 6 bits from scales_l's nibbles and scales_h (rows_iq4_xs)
+// IQ4_XS's 6-bit ls of sub-block `sub`: nibble sub % 2 of scales_l[sub / 2] (bytes 4..7), bits 2·sub.. of
+// scales_h (bytes 2, 3) on top.
+QKV_SIMD inline int iq4xs_ls(const unsigned char* b, int sub) {
+  return ((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((u16_at(b + 2) >> (2 * sub)) & 3) << 4);
+}
+
+// 8 sub-blocks of 32 with dl = d·(ls − 32), each laid out as an IQ4_NL block (rows_iq4_xs)
 struct DecIQ4_XS {
   static constexpr int kBlock = 256;
   static constexpr std::size_t kBytes = 136;
   QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int, float* tile) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const float d = half_to_float(u16_at(b));
-    const int h = u16_at(b + 2);
-    for (int sub = 0; sub < 8; ++sub) {
-      const int ls = ((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((h >> (2 * sub)) & 3) << 4);
-      iq4_rows32(b + 8 + 16 * sub, d * float(ls - 32), tile + 32 * sub);
-    }
+    for (int sub = 0; sub < 8; ++sub) iq4_rows32(b + 8 + 16 * sub, d * float(iq4xs_ls(b, sub) - 32), tile + 32 * sub);
     return tile;
   }
 };

@@ -57,8 +57,8 @@ struct DecBF16Avx2 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K: qblock_decode_bytes.hpp) hand their vectors straight to the
-// accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS: qblock_decode_bytes.hpp) hand their vectors
+// straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 struct DecQ8_0Avx2 {
   static constexpr int kBlock = 32;
   static constexpr std::size_t kBytes = 34;

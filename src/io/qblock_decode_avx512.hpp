@@ -54,8 +54,8 @@ struct DecBF16Avx512 {
   }
 };
 
-// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K: qblock_decode_bytes.hpp) hand their vectors straight to the
-// accumulators (kDirect): acc(ja, wa, jb, wb).
+// Q8_0, Q4_0, Q4_K (and Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS: qblock_decode_bytes.hpp) hand their vectors
+// straight to the accumulators (kDirect): acc(ja, wa, jb, wb).
 // Zen 4 runs every 512-bit shuffle (VPERMPS, VPMOVZXBD, VBROADCASTSS from a register) on one unit, one per
 // cycle, which bounds these decoders; so a tile's block scales are converted first and stored, and each is
 // then broadcast from memory (EVEX embedded broadcast: the load unit, no shuffle). The empty asm keeps the
@@ -145,7 +145,9 @@ struct Avx512Lanes {
   QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
   QKV_SIMD static __m512 subf(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
   template <int G>  // int8 lanes 16G.. of 32 as floats
-  QKV_SIMD static __m512 widen(__m256i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, G))); }
+  QKV_SIMD static __m512 widen(__m256i v) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, G)));
+  }
 };
 
 struct Avx512Decoders : PlainDecoders {

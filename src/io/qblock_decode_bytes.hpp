@@ -1,10 +1,10 @@
-// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K) and of IQ4_NL / IQ4_XS for the fused kernels, once for AVX2
-// and AVX-512 (qblock_decode_avx2.hpp and qblock_decode_avx512.hpp include it after their f16c_scale): the
-// bit work — Q2_K/Q3_K's 2-bit field f of qs[32n + l] (value 128n + 32f + l) and Q3_K's high bit (bit
-// 4n + f of hmask[l]), Q5_K's nibbles and 5th bits, Q6_K's nibbles and 2-bit fields — on 32 byte lanes
-// at once, the int8 codes then widened W at a time (I::widen<G>: lanes W·G.. as floats). Each weight is
-// dequantize_row's (rows_q2_k, rows_q3_k, rows_q5_k, rows_q6_k): an int converted to float, times the
-// sub-block's float scale (minus its float min for Q2_K and Q5_K), the same IEEE operations, so the same
+// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K) and of IQ4_NL / IQ4_XS for the fused
+// kernels, once for AVX2 and AVX-512 (qblock_decode_avx2.hpp and qblock_decode_avx512.hpp include it after
+// their f16c_scale): the bit work — Q2_K/Q3_K's 2-bit field f of qs[32n + l] (value 128n + 32f + l) and
+// Q3_K's high bit (bit 4n + f of hmask[l]), Q5_K's nibbles and 5th bits, Q6_K's nibbles and 2-bit fields — on
+// 32 byte lanes at once, the int8 codes then widened W at a time (I::widen<G>: lanes W·G.. as floats). Each
+// weight is dequantize_row's (rows_q2_k, rows_q3_k, rows_q5_k, rows_q6_k): an int converted to float, times
+// the sub-block's float scale (minus its float min for Q2_K and Q5_K), the same IEEE operations, so the same
 // bits. The scales of a block are computed first, 8 at a time, and kept in memory
 // (qblock_decode_x86.hpp's barrier) for the broadcasts. I is the ISA's float lanes: W, set1f, mul, subf,
 // widen. (On int32 lanes, as before, Q3_K and Q6_K ran at 60–75 % of the speed of this.)
@@ -40,8 +40,9 @@ QKV_SIMD inline void q3k_scales(const unsigned char* b, float d, float* dl) {
   const __m128i v = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)), hi4, 2);
   const __m128i k15 = _mm_set1_epi8(15);
   const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(v, k15), _mm_and_si128(_mm_srli_epi16(v, 4), k15));
-  const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 2, 4, 6)),
-                                    _mm_set1_epi8(3));
+  const __m128i top =
+      _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 2, 4, 6)),
+                    _mm_set1_epi8(3));
   const __m128i sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(top, 4)), _mm_set1_epi8(32));  // −32..31
   const __m256 dd = _mm256_set1_ps(d);
   _mm256_store_ps(dl, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
@@ -60,8 +61,10 @@ QKV_SIMD inline __m256i field2(__m256i a) {
 // neighbour never land on bit P).
 template <int H, int P>
 QKV_SIMD inline __m256i bit_at(__m256i e) {
-  if constexpr (H <= P) return _mm256_and_si256(_mm256_slli_epi16(e, P - H), _mm256_set1_epi8(char(1 << P)));
-  else return _mm256_and_si256(_mm256_srli_epi16(e, H - P), _mm256_set1_epi8(char(1 << P)));
+  if constexpr (H <= P)
+    return _mm256_and_si256(_mm256_slli_epi16(e, P - H), _mm256_set1_epi8(char(1 << P)));
+  else
+    return _mm256_and_si256(_mm256_srli_epi16(e, H - P), _mm256_set1_epi8(char(1 << P)));
 }
 
 // 32 int8 weight codes of values j.. (sub-blocks of Sub values from s) to the accumulators, W lanes at a
@@ -87,7 +90,8 @@ struct DecQ2_KBytes {
     const float d = f16c_scale(b + 80), dmin = f16c_scale(b + 82);
     alignas(32) float dl[16], ml[16];
     q2k_scales(b, d, dmin, dl, ml);
-    const auto w = [&](auto q, int t) QKV_SIMD { return I::subf(I::mul(I::set1f(dl[t]), q), I::set1f(ml[t])); };
+    const auto w = [&](auto q, int t)
+                       QKV_SIMD { return I::subf(I::mul(I::set1f(dl[t]), q), I::set1f(ml[t])); };
     for (int n = 0; n < 2; ++n) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * n));
       emit32<I>(field2<0>(a), 128 * n, 8 * n, acc, w);
@@ -137,9 +141,11 @@ struct DecQ5_KBytes {
   static constexpr bool kDirect = true;
   template <int C, class Acc, class Wt>
   QKV_SIMD static void chunk(const unsigned char* b, __m256i e, Acc& acc, const Wt& w) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * C)), k15 = _mm256_set1_epi8(15);
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * C)),
+                  k15 = _mm256_set1_epi8(15);
     const __m256i lo = _mm256_or_si256(_mm256_and_si256(a, k15), bit_at<2 * C, 4>(e));
-    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), k15), bit_at<2 * C + 1, 4>(e));
+    const __m256i hi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), k15), bit_at<2 * C + 1, 4>(e));
     emit32<I, 32>(lo, 64 * C, 2 * C, acc, w);
     emit32<I, 32>(hi, 64 * C + 32, 2 * C + 1, acc, w);
   }
@@ -149,7 +155,8 @@ struct DecQ5_KBytes {
     alignas(32) float ds[8], ms[8];
     q4k_scales(b, ds, ms);
     QKV_SCALES_IN_MEMORY();
-    const auto w = [&](auto q, int t) QKV_SIMD { return I::subf(I::mul(I::set1f(ds[t]), q), I::set1f(ms[t])); };
+    const auto w = [&](auto q, int t)
+                       QKV_SIMD { return I::subf(I::mul(I::set1f(ds[t]), q), I::set1f(ms[t])); };
     const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
     chunk<0>(b, e, acc, w);
     chunk<1>(b, e, acc, w);
@@ -168,15 +175,18 @@ struct DecQ6_KBytes {
   static constexpr bool kDirect = true;
   template <int N, class Acc, class Wt>
   QKV_SIMD static void half(const unsigned char* b, Acc& acc, const Wt& w) {
-    const auto ld = [&](int at) QKV_SIMD { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + at)); };
+    const auto ld = [&](int at)
+                        QKV_SIMD { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + at)); };
     const __m256i a = ld(64 * N), c = ld(64 * N + 32), e = ld(128 + 32 * N);
     const __m256i k15 = _mm256_set1_epi8(15), k30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    const auto code = [&](__m256i lo, __m256i hi) QKV_SIMD { return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_and_si256(hi, k30)), k32); };
+    const auto code = [&](__m256i lo, __m256i hi) QKV_SIMD {
+      return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_and_si256(hi, k30)), k32);
+    };
     emit32<I>(code(_mm256_and_si256(a, k15), _mm256_slli_epi16(e, 4)), 128 * N, 8 * N, acc, w);
     emit32<I>(code(_mm256_and_si256(c, k15), _mm256_slli_epi16(e, 2)), 128 * N + 32, 8 * N + 2, acc, w);
     emit32<I>(code(_mm256_and_si256(_mm256_srli_epi16(a, 4), k15), e), 128 * N + 64, 8 * N + 4, acc, w);
-    emit32<I>(code(_mm256_and_si256(_mm256_srli_epi16(c, 4), k15), _mm256_srli_epi16(e, 2)), 128 * N + 96, 8 * N + 6,
-              acc, w);
+    emit32<I>(code(_mm256_and_si256(_mm256_srli_epi16(c, 4), k15), _mm256_srli_epi16(e, 2)), 128 * N + 96,
+              8 * N + 6, acc, w);
   }
   template <class F>
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
@@ -185,7 +195,8 @@ struct DecQ6_KBytes {
     const __m256 d = _mm256_set1_ps(f16c_scale(b + 208));
     alignas(32) float dl[16];
     _mm256_store_ps(dl, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
-    _mm256_store_ps(dl + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+    _mm256_store_ps(dl + 8,
+                    _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
     QKV_SCALES_IN_MEMORY();
     const auto w = [&](auto q, int t) QKV_SIMD { return I::mul(I::set1f(dl[t]), q); };
     half<0>(b, acc, w);
@@ -227,10 +238,8 @@ struct DecIQ4_XSBytes {
   QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int, F& acc) {
     const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
     const float d = f16c_scale(b);
-    const int h = u16_at(b + 2);
     alignas(32) float dl[8];
-    for (int sub = 0; sub < 8; ++sub)
-      dl[sub] = d * float((((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((h >> (2 * sub)) & 3) << 4)) - 32);
+    for (int sub = 0; sub < 8; ++sub) dl[sub] = d * float(iq4xs_ls(b, sub) - 32);
     QKV_SCALES_IN_MEMORY();
     const auto w = [&](auto q, int t) QKV_SIMD { return I::mul(I::set1f(dl[t]), q); };
     for (int sub = 0; sub < 8; ++sub) emit32<I, 32>(iq4_codes32(b + 8 + 16 * sub), 32 * sub, sub, acc, w);

@@ -5,8 +5,8 @@
 //
 //   IQ4_NL  32 values, 18 bytes: half d; u8 qs[16].  x_j = d·K[qs_j & 15], x_{j+16} = d·K[qs_j >> 4]
 //   IQ4_XS 256 values, 136 bytes: half d; u16 scales_h; u8 scales_l[4]; u8 qs[128].  8 sub-blocks of 32:
-//          6-bit ls_b = (nibble b % 2 of scales_l[b / 2]) | (bits 2b, 2b + 1 of scales_h) << 4, dl = d·(ls − 32);
-//          qs[16b..16b + 15] hold the sub-block as IQ4_NL holds a block
+//          6-bit ls_b = (nibble b % 2 of scales_l[b / 2]) | (bits 2b, 2b + 1 of scales_h) << 4, dl = d·(ls −
+//          32); qs[16b..16b + 15] hold the sub-block as IQ4_NL holds a block
 #include "quant_blocks.hpp"
 
 namespace qkv::io::detail {
@@ -62,7 +62,8 @@ void rows_iq4_nl(const unsigned char* b, float* y, int64_t nb) {
 void rows_iq4_xs(const unsigned char* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += kIQ4_XS) {
     const float d = half_at(b);
-    for (int sub = 0; sub < 8; ++sub, y += 32) rows32(b + kXS_qs + 16 * sub, d * float(ls_iq4_xs(b, sub) - 32), y);
+    for (int sub = 0; sub < 8; ++sub, y += 32)
+      rows32(b + kXS_qs + 16 * sub, d * float(ls_iq4_xs(b, sub) - 32), y);
   }
 }
 
@@ -94,8 +95,9 @@ void quant_iq4_nl(const float* x, unsigned char* b, int64_t nb) {
   }
 }
 
-// Per sub-block of 32: |dl| ≥ max|x|/127 on d's grid (d·k, k in 1..31, d rounded up so that k = 31 reaches the
-// largest), dl negative when the extreme is positive (ls − 32 = −k). |x − x̂| ≤ 14·|dl|, |dl| ≤ max|x|/127 + d.
+// Per sub-block of 32: |dl| ≥ max|x|/127 on d's grid (d·k, k in 1..31, d rounded up so that k = 31
+// reaches the largest), dl negative when the extreme is positive (ls − 32 = −k). |x − x̂| ≤ 14·|dl|,
+// |dl| ≤ max|x|/127 + d.
 void quant_iq4_xs(const float* x, unsigned char* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK_K, b += kIQ4_XS) {
     float ext[8], max_need = 0;

@@ -362,7 +362,8 @@ TEST(GgufQuant, QuantizersStayWithinTheirStatedBounds) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (GgmlType t : kSupported) {
-    const int64_t B = block(t), sub = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS ? 32 : B == 256 ? 16 : B;
+    const bool by32 = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS;
+    const int64_t B = block(t), sub = by32 ? 32 : B == 256 ? 16 : B;
     for (int kind = 0; kind < 6; ++kind) {
       std::vector<float> x(1024);
       for (size_t i = 0; i < x.size(); ++i) {

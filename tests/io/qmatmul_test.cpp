@@ -19,7 +19,8 @@ using qkv::FlashPath;
 using qkv::io::GgmlType;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 std::vector<unsigned char> random_weights(GgmlType t, int N, int K, std::mt19937& rng) {
   std::normal_distribution<float> g(0.0f, 1.0f);
