@@ -181,6 +181,10 @@ def main():
     # IQ4_NL and IQ4_XS, read since (after the rest again).
     TYPES.update({20: (32, 18), 23: (256, 136)})
     put("ok_iq4_types", gguf([("general.architecture", 8, "x")], [tensor("nl", [64, 2], 20), tensor("xs", [256, 2], 23)]))
+    # Q4_1, Q5_0, Q5_1 (quantized since; read before, no seed held them).
+    TYPES.update({3: (32, 20), 6: (32, 22), 7: (32, 24)})
+    put("ok_legacy_types", gguf([("general.architecture", 8, "x")],
+                                [tensor("q41", [32, 2], 3), tensor("q50", [64], 6), tensor("q51", [32, 3], 7)]))
 
 
 if __name__ == "__main__":

@@ -99,6 +99,37 @@ struct DecQ4_0 {
   }
 };
 
+// Q4_1 / Q5_0 / Q5_1: 32 values, nibble j low and j + 16 high in qs[j], Q5's 5th bit of value j in bit j of
+// the 32-bit qh; x = d·q + m (Q4_1, Q5_1) or d·(q − 16) (Q5_0) (quant.cpp's rows_q4_1, rows_q5).
+template <int Bytes, int QhAt, int QsAt, bool WithMin>
+struct DecLegacy32 {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = Bytes;
+  QKV_SIMD static const float* run(const unsigned char* row, int64_t k0, int L, float* tile) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes, tile += kBlock) {
+      const float d = half_to_float(u16_at(b)), m = WithMin ? half_to_float(u16_at(b + 2)) : 0.0f;
+      uint32_t qh = 0;
+      if constexpr (QhAt > 0) std::memcpy(&qh, b + QhAt, 4);
+      for (int j = 0; j < 16; ++j) {
+        const int q0 = (b[QsAt + j] & 0x0F) | int(((qh >> j) << 4) & 0x10);
+        const int q1 = (b[QsAt + j] >> 4) | int((qh >> (j + 12)) & 0x10);
+        if constexpr (WithMin) {
+          tile[j] = float(q0) * d + m;
+          tile[j + 16] = float(q1) * d + m;
+        } else {
+          tile[j] = float(q0 - 16) * d;
+          tile[j + 16] = float(q1 - 16) * d;
+        }
+      }
+    }
+    return tile - L;
+  }
+};
+using DecQ4_1 = DecLegacy32<20, 0, 4, true>;
+using DecQ5_0 = DecLegacy32<22, 2, 6, false>;
+using DecQ5_1 = DecLegacy32<24, 4, 8, true>;
+
 // Q4_K's 6-bit scale and min of sub-block j (quant.cpp's scale_min_k4).
 QKV_SIMD inline void scale_min(int j, const unsigned char* q, int* sc, int* m) {
   if (j < 4) {

@@ -135,6 +135,7 @@ struct Avx2Lanes {
   QKV_SIMD static __m256 set1f(float v) { return _mm256_set1_ps(v); }
   QKV_SIMD static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
   QKV_SIMD static __m256 subf(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+  QKV_SIMD static __m256 addf(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
   template <int G>  // int8 lanes 8G.. of 32 as floats
   QKV_SIMD static __m256 widen(__m256i v) {
     const __m128i h = _mm256_extracti128_si256(v, G / 2);
@@ -154,6 +155,9 @@ struct Avx2Decoders : PlainDecoders {
   using Q6_K = DecQ6_KBytes<Avx2Lanes>;
   using IQ4_NL = DecIQ4_NLBytes<Avx2Lanes>;
   using IQ4_XS = DecIQ4_XSBytes<Avx2Lanes>;
+  using Q4_1 = DecLegacy32Bytes<Avx2Lanes, 20, 0, 4, true>;
+  using Q5_0 = DecLegacy32Bytes<Avx2Lanes, 22, 2, 6, false>;
+  using Q5_1 = DecLegacy32Bytes<Avx2Lanes, 24, 4, 8, true>;
 };
 
 }  // namespace

@@ -144,6 +144,7 @@ struct Avx512Lanes {
   QKV_SIMD static __m512 set1f(float v) { return _mm512_set1_ps(v); }
   QKV_SIMD static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
   QKV_SIMD static __m512 subf(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+  QKV_SIMD static __m512 addf(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
   template <int G>  // int8 lanes 16G.. of 32 as floats
   QKV_SIMD static __m512 widen(__m256i v) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, G)));
@@ -162,6 +163,9 @@ struct Avx512Decoders : PlainDecoders {
   using Q6_K = DecQ6_KBytes<Avx512Lanes>;
   using IQ4_NL = DecIQ4_NLBytes<Avx512Lanes>;
   using IQ4_XS = DecIQ4_XSBytes<Avx512Lanes>;
+  using Q4_1 = DecLegacy32Bytes<Avx512Lanes, 20, 0, 4, true>;
+  using Q5_0 = DecLegacy32Bytes<Avx512Lanes, 22, 2, 6, false>;
+  using Q5_1 = DecLegacy32Bytes<Avx512Lanes, 24, 4, 8, true>;
 };
 
 }  // namespace

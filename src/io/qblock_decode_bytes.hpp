@@ -1,13 +1,14 @@
-// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K) and of IQ4_NL / IQ4_XS for the fused
-// kernels, once for AVX2 and AVX-512 (qblock_decode_avx2.hpp and qblock_decode_avx512.hpp include it after
-// their f16c_scale): the bit work — Q2_K/Q3_K's 2-bit field f of qs[32n + l] (value 128n + 32f + l) and
-// Q3_K's high bit (bit 4n + f of hmask[l]), Q5_K's nibbles and 5th bits, Q6_K's nibbles and 2-bit fields — on
-// 32 byte lanes at once, the int8 codes then widened W at a time (I::widen<G>: lanes W·G.. as floats). Each
-// weight is dequantize_row's (rows_q2_k, rows_q3_k, rows_q5_k, rows_q6_k): an int converted to float, times
-// the sub-block's float scale (minus its float min for Q2_K and Q5_K), the same IEEE operations, so the same
-// bits. The scales of a block are computed first, 8 at a time, and kept in memory
-// (qblock_decode_x86.hpp's barrier) for the broadcasts. I is the ISA's float lanes: W, set1f, mul, subf,
-// widen. (On int32 lanes, as before, Q3_K and Q6_K ran at 60–75 % of the speed of this.)
+// The x86 decoders of the K-quants but Q4_K (Q2_K, Q3_K, Q5_K, Q6_K), of IQ4_NL / IQ4_XS and of Q4_1 / Q5_0 / Q5_1
+// for the fused kernels, once for AVX2 and AVX-512 (qblock_decode_avx2.hpp and qblock_decode_avx512.hpp include it
+// after their f16c_scale): the bit work — Q2_K/Q3_K's 2-bit field f of qs[32n + l] (value 128n + 32f + l) and Q3_K's
+// high bit (bit 4n + f of hmask[l]), Q5_K's nibbles and 5th bits, Q6_K's nibbles and 2-bit fields — on 32 byte lanes
+// at once, the int8 codes then widened W at a time (I::widen<G>: lanes W·G.. as floats). Each weight is
+// dequantize_row's (rows_q2_k, rows_q3_k, rows_q5_k, rows_q6_k): an int converted to float, times the sub-block's
+// float scale (minus its float min for Q2_K and Q5_K), the same IEEE operations, so the same bits. The scales of a
+// block are computed first, 8 at a time, and kept in memory (qblock_decode_x86.hpp's barrier) for the broadcasts. I
+// is the ISA's float lanes: W, set1f, mul, subf, addf, widen. (On int32 lanes, as before, Q3_K and Q6_K ran at
+// 60–75 % of the speed of this.) IQ4_NL / IQ4_XS look their nibbles up in the codebook (PSHUFB); Q4_1 / Q5_0 / Q5_1
+// take their 5th bits from the 32-bit qh (fifth_bits32) and add the min or subtract 16.
 #pragma once
 
 namespace qkv::io::qdetail {
@@ -206,11 +207,15 @@ struct DecQ6_KBytes {
 
 // IQ4_NL / IQ4_XS: 32 values (16 bytes of nibbles: value j low in byte j, j + 16 high) looked up in the
 // codebook by PSHUFB on byte lanes, x = s·float(K[q]) (rows_iq4_nl, rows_iq4_xs).
-QKV_SIMD inline __m256i iq4_codes32(const unsigned char* qs) {
+// The 32 nibbles of 16 bytes in value order: value j the low nibble of byte j, value j + 16 its high one.
+QKV_SIMD inline __m256i nibbles32(const unsigned char* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), k15 = _mm_set1_epi8(15);
-  const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), k15), _mm_and_si128(v, k15));
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), k15), _mm_and_si128(v, k15));
+}
+
+QKV_SIMD inline __m256i iq4_codes32(const unsigned char* qs) {
   const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values));
-  return _mm256_shuffle_epi8(_mm256_set_m128i(book, book), nib);
+  return _mm256_shuffle_epi8(_mm256_set_m128i(book, book), nibbles32(qs));
 }
 
 template <class I>
@@ -243,6 +248,43 @@ struct DecIQ4_XSBytes {
     QKV_SCALES_IN_MEMORY();
     const auto w = [&](auto q, int t) QKV_SIMD { return I::mul(I::set1f(dl[t]), q); };
     for (int sub = 0; sub < 8; ++sub) emit32<I, 32>(iq4_codes32(b + 8 + 16 * sub), 32 * sub, sub, acc, w);
+  }
+};
+
+// Q5_0 / Q5_1's 32-bit qh as 32 bytes, 0x10 where value j's bit is set: byte j of the broadcast picks
+// qh's byte j / 8 (PSHUFB within each 128-bit half), then bit j % 8 of it.
+QKV_SIMD inline __m256i fifth_bits32(const unsigned char* qh_at) {
+  int32_t qh;
+  std::memcpy(&qh, qh_at, 4);
+  const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                        3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(qh), pick), bit);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+// Q4_1 / Q5_0 / Q5_1: x = float(q)·d + m (Q4_1, Q5_1) or float(q − 16)·d (Q5_0), 32 values a block
+// (rows_q4_1, rows_q5).
+template <class I, int Bytes, int QhAt, int QsAt, bool WithMin>
+struct DecLegacy32Bytes {
+  static constexpr int kBlock = 32;
+  static constexpr std::size_t kBytes = Bytes;
+  static constexpr bool kDirect = true;
+  template <class F>
+  QKV_SIMD static void visit(const unsigned char* row, int64_t k0, int L, F& acc) {
+    const unsigned char* b = row + std::size_t(k0 / kBlock) * kBytes;
+    for (int i = 0; i < L / kBlock; ++i, b += kBytes) {
+      const float d = f16c_scale(b), m = WithMin ? f16c_scale(b + 2) : 0.0f;
+      __m256i q = nibbles32(b + QsAt);
+      if constexpr (QhAt > 0) q = _mm256_or_si256(q, fifth_bits32(b + QhAt));
+      if constexpr (WithMin) {
+        const auto w = [&](auto v, int) QKV_SIMD { return I::addf(I::mul(v, I::set1f(d)), I::set1f(m)); };
+        emit32<I, 32>(q, kBlock * i, 0, acc, w);
+      } else {
+        const auto w = [&](auto v, int) QKV_SIMD { return I::mul(v, I::set1f(d)); };
+        emit32<I, 32>(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), kBlock * i, 0, acc, w);
+      }
+    }
   }
 };
 

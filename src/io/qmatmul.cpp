@@ -95,6 +95,9 @@ bool qmatmul_supports(GgmlType t) {
     case GgmlType::Q6_K:
     case GgmlType::IQ4_NL:
     case GgmlType::IQ4_XS:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
       return true;
     default:
       return false;

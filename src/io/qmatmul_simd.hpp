@@ -143,6 +143,9 @@ struct PlainDecoders {
   using Q4_K = DecQ4_K;
   using Q5_K = DecQ5_K;
   using IQ4_NL = DecIQ4_NL;
+  using Q4_1 = DecQ4_1;
+  using Q5_0 = DecQ5_0;
+  using Q5_1 = DecQ5_1;
   using IQ4_XS = DecIQ4_XS;
   using Q6_K = DecQ6_K;
 };
@@ -174,6 +177,12 @@ QKV_SIMD bool simd_qmatmul(GgmlType t, const void* Wv, int n0, int n1, int K, co
       return rows_all<Isa, typename D::Q5_K>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::IQ4_NL:
       return rows_all<Isa, typename D::IQ4_NL>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q4_1:
+      return rows_all<Isa, typename D::Q4_1>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q5_0:
+      return rows_all<Isa, typename D::Q5_0>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
+    case GgmlType::Q5_1:
+      return rows_all<Isa, typename D::Q5_1>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::IQ4_XS:
       return rows_all<Isa, typename D::IQ4_XS>(W, n0, n1, K, x, ldx, M, y, ldy, accumulate), true;
     case GgmlType::Q6_K:

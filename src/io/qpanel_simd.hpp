@@ -63,6 +63,12 @@ QKV_SIMD bool simd_panel(GgmlType t, const void* Wv, int r0, int r1, int K, floa
       return panel_rows<typename D::Q5_K, Store>(W, r0, r1, K, out), true;
     case GgmlType::IQ4_NL:
       return panel_rows<typename D::IQ4_NL, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q4_1:
+      return panel_rows<typename D::Q4_1, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q5_0:
+      return panel_rows<typename D::Q5_0, Store>(W, r0, r1, K, out), true;
+    case GgmlType::Q5_1:
+      return panel_rows<typename D::Q5_1, Store>(W, r0, r1, K, out), true;
     case GgmlType::IQ4_XS:
       return panel_rows<typename D::IQ4_XS, Store>(W, r0, r1, K, out), true;
     case GgmlType::Q6_K:

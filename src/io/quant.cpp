@@ -109,7 +109,8 @@ void rows_q6_k(const unsigned char* b, float* y, int64_t nb) {
   }
 }
 
-// Types without a quantizer but Q5_K (ggml's dequantize_row_q4_1 / q5_0 / q5_1 / q5_k):
+// The 32-value types with a min or a 5th bit, and Q5_K (ggml's dequantize_row_q4_1 / q5_0 / q5_1 / q5_k;
+// their quantizers: quant_legacy.cpp and quant_q4k_like):
 //   Q4_1  32 values, 20 bytes: half d, m; u8 qs[16].             x_j = d·(qs_j & 15) + m, x_{j+16} = d·(qs_j
 //   >> 4) + m Q5_0  32 values, 22 bytes: half d; u32 qh; u8 qs[16].        5-bit q = nibble | (bit j (resp. j
 //   + 16) of qh) << 4;
@@ -328,11 +329,11 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
     case 2:
       return GgmlTypeTraits{"Q4_0", 32, 18, true, true};
     case 3:
-      return GgmlTypeTraits{"Q4_1", 32, 20, false, true};
+      return GgmlTypeTraits{"Q4_1", 32, 20, true, true};
     case 6:
-      return GgmlTypeTraits{"Q5_0", 32, 22, false, true};
+      return GgmlTypeTraits{"Q5_0", 32, 22, true, true};
     case 7:
-      return GgmlTypeTraits{"Q5_1", 32, 24, false, true};
+      return GgmlTypeTraits{"Q5_1", 32, 24, true, true};
     case 8:
       return GgmlTypeTraits{"Q8_0", 32, 34, true, true};
     case 9:
@@ -388,7 +389,8 @@ std::string ggml_type_list(bool quantizes) {
 std::optional<GgmlType> parse_ggml_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1,
                      GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                      GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     if (u == ggml_type_name(t)) return t;
@@ -567,6 +569,15 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
       return;
     case GgmlType::IQ4_NL:
       detail::quant_iq4_nl(x, p, n / QK);
+      return;
+    case GgmlType::Q4_1:
+      detail::quant_q4_1(x, p, n / QK);
+      return;
+    case GgmlType::Q5_0:
+      detail::quant_q5_0(x, p, n / QK);
+      return;
+    case GgmlType::Q5_1:
+      detail::quant_q5_1(x, p, n / QK);
       return;
     case GgmlType::IQ4_XS:
       detail::quant_iq4_xs(x, p, n / QK_K);

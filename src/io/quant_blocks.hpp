@@ -46,6 +46,11 @@ float value_q3_k(const unsigned char* p, int64_t i);
 void quant_q2_k(const float* x, unsigned char* b, int64_t nb);
 void quant_q3_k(const float* x, unsigned char* b, int64_t nb);
 
+// Q4_1, Q5_0, Q5_1 quantizers (quant_legacy.cpp; their rows are quant.cpp's).
+void quant_q4_1(const float* x, unsigned char* b, int64_t nb);
+void quant_q5_0(const float* x, unsigned char* b, int64_t nb);
+void quant_q5_1(const float* x, unsigned char* b, int64_t nb);
+
 // IQ4_NL (blocks of 32) and IQ4_XS (blocks of 256) (quant_iq4.cpp).
 void rows_iq4_nl(const unsigned char* b, float* y, int64_t nb);
 void rows_iq4_xs(const unsigned char* b, float* y, int64_t nb);

@@ -380,6 +380,12 @@ uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model
       return 1;
     case GgmlType::Q4_0:
       return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q5_0:
+      return 8;
+    case GgmlType::Q5_1:
+      return 9;
     case GgmlType::Q2_K:
       return 10;  // MOSTLY_Q2_K
     case GgmlType::Q3_K:

@@ -73,7 +73,7 @@ int main() {
     if (!qkv::flash_path_supported(p)) continue;
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                       GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                       GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
       const int bs = int(qkv::io::ggml_type_traits(uint32_t(t))->block_size);
       for (int K : bs == 1 ? std::vector<int>{5, 37, 300} : std::vector<int>{bs, 3 * bs})
         for (int M : {1, 3, 4, 8}) check_shape(t, p, 33, K, M, rng);

@@ -18,7 +18,7 @@ check init 0 'wrote' -- init --out "$tmp/hf" --preset tiny --n-embd 256 --n-laye
 ntok=$("$qkv" info --model "$tmp/hf" | sed -n 's/^tokenizer *\([0-9]*\) tokens$/\1/p')
 [ -n "$ntok" ] && ok "the source model has a $ntok-token tokenizer" || bad "no tokenizer beside $tmp/hf"
 text="The quick brown fox jumps over the lazy dog, and the dog sleeps."
-for t in f32 f16 bf16 q8_0 q4_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; do
+for t in f32 f16 bf16 q8_0 q4_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_1 q5_0 q5_1; do
   check "convert-$t" 0 "wrote $tmp/$t.gguf .*tokenizer $ntok tokens" -- convert --to gguf --type "$t" "$tmp/hf" "$tmp/$t.gguf"
 done
 check convert-json 0 '"type": "Q4_K"' -- convert --type q4_k "$tmp/hf" "$tmp/q4_k_json.gguf" --json
@@ -99,7 +99,7 @@ check quant-effect-table 0 'KL\(reference ‖ model\)' -- quant-effect --model "
 check quant-effect-shape 2 '^qkv: error: --reference .* has another shape' -- quant-effect --model "$tmp/q8_0.gguf" --reference "$fx/tiny" --tokens 1,2
 
 # Errors: usage exits 2, bad data exits 1, each naming the argument or the file.
-check bad-type 2 '^qkv: error: --type q5_0' -- convert --type q5_0 "$tmp/hf" "$tmp/x.gguf"
+check bad-type 2 '^qkv: error: --type q8_k' -- convert --type q8_k "$tmp/hf" "$tmp/x.gguf"
 check bad-to 2 '^qkv: error: --to onnx' -- convert --to onnx "$tmp/hf" "$tmp/x.gguf"
 check bad-ext 2 'must end in .gguf' -- convert "$tmp/hf" "$tmp/x.bin"
 check missing-in 1 "^qkv: error: $tmp/nope: no such file" -- convert "$tmp/nope" "$tmp/x.gguf"
@@ -124,7 +124,7 @@ else
   peer=$src/tests/gguf/peer
   bash "$src/tests/npm_ci.sh" "$peer" "$peer" @huggingface/gguf/package.json || bad "npm ci in $peer failed"
   mkdir -p "$tmp/peer"
-  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_nl,iq4_xs,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
+  for f in "$tmp"/{f32,f16,bf16,q8_0,q4_0,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_nl,iq4_xs,q4_1,q5_0,q5_1,tiny,ind}.gguf; do cp "$f" "$tmp/peer/"; done
   for f in "$src"/fuzz/corpus/gguf/ok_*; do cp "$f" "$tmp/peer/seed_$(basename "$f").gguf"; done
   out=$(cd "$peer" && node check.mjs "$qkv" "$tmp"/peer/*.gguf 2>&1); rc=$?
   echo "$out" | sed 's/^/     /' | grep -v '^     ok' || true

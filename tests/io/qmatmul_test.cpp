@@ -20,7 +20,7 @@ using qkv::io::GgmlType;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                           GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1};
 
 std::vector<unsigned char> random_weights(GgmlType t, int N, int K, std::mt19937& rng) {
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -195,7 +195,7 @@ TEST(QMatmul, EveryFiniteHalfDecodesExactly) {
 TEST(QMatmul, RefusesTypesWithoutKernelAndPartialBlocks) {
   std::vector<unsigned char> W(64);
   float x[64] = {}, y[1];
-  EXPECT_THROW(qkv::io::qmatmul(GgmlType::Q5_1, W.data(), 1, 256, x, 256, 1, y, 1, false), qkv::Error);
+  EXPECT_THROW(qkv::io::qmatmul(GgmlType::Q8_K, W.data(), 1, 256, x, 256, 1, y, 1, false), qkv::Error);
   EXPECT_THROW(qkv::io::qmatmul(GgmlType::Q8_0, W.data(), 1, 48, x, 48, 1, y, 1, false), qkv::Error);
 }
 

@@ -22,7 +22,7 @@ using qkv::io::GgmlType;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                           GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1};
 
 struct PathGuard {
   explicit PathGuard(FlashPath p) { qkv::flash_force_path(p); }

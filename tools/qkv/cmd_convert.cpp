@@ -45,7 +45,8 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   const auto type = io::parse_ggml_type(type_arg);
   if (!type)
     usage_error("--type " + type_arg +
-                ": expected f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs");
+                ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or "
+                "iq4_xs");
   if (out.size() < 5 || out.compare(out.size() - 5, 5, ".gguf") != 0)
     usage_error(out +
                 ": the output name must end in .gguf (that is how qkv recognises the format when loading)");
@@ -201,7 +202,8 @@ std::string gguf_families() {
 void register_convert(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "convert", "Write a checkpoint (" + gguf_families() +
-                     ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q2_k…q6_k, iq4_nl, iq4_xs)");
+                     ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k…q6_k, iq4_nl, "
+                     "iq4_xs)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();
@@ -210,7 +212,8 @@ void register_convert(CLI::App& app) {
   cmd->add_option("--to", *to, "output format (gguf)");
   cmd->add_option(
       "--type", *type,
-      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs "
+      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+      "iq4_nl, iq4_xs "
       "(1-D tensors and GPT-2's position_embd stay f32, as llama.cpp's converter keeps them; rows not a whole "
       "number of blocks fall back: q2_k/q3_k/q4_k→q4_0→f16, q5_k/q6_k→q8_0→f16, iq4_xs→iq4_nl→f16)");
   cmd->add_option("IN", *in, "checkpoint: HF directory, .safetensors, .gguf or llm.c .bin")->required();

@@ -52,9 +52,9 @@ struct GgufTensorChoice {
   std::vector<uint64_t> ne;
 };
 
-// The type a 2-D tensor with rows of ne0 values gets when `requested` is asked for: quantized types fall
-// back when ne0 is not a whole number of blocks (Q2_K / Q3_K / Q4_K -> Q4_0 -> F16, Q5_K / Q6_K -> Q8_0 -> F16, IQ4_XS -> IQ4_NL -> F16,
-// Q8_0 / Q4_0 -> F16).
+// The type a 2-D tensor with rows of ne0 values gets when `requested` is asked for: quantized types fall back when
+// ne0 is not a whole number of blocks (Q2_K / Q3_K / Q4_K -> Q4_0 -> F16, Q5_K / Q6_K -> Q8_0 -> F16, IQ4_XS ->
+// IQ4_NL -> F16, Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL -> F16).
 io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0);
 
 // Loads a GGUF of one of gguf_family_architectures(): the Arch from the metadata (gpt2: through the

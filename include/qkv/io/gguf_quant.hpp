@@ -24,8 +24,8 @@
 namespace qkv::io {
 
 // ggml_type numbers as the format stores them. Only the ones listed have known block sizes in qkv; of
-// those, F32, F16, BF16, Q8_0, Q4_0, the K-quants Q2_K…Q6_K, IQ4_NL and IQ4_XS can be dequantized and
-// quantized, and Q4_1, Q5_0 and Q5_1 (older files' types) dequantized.
+// those, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K…Q6_K, IQ4_NL and IQ4_XS can be
+// dequantized and quantized (Q8_1, Q8_K, I8…F64 neither).
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -56,7 +56,7 @@ struct GgmlTypeTraits {
   int64_t block_size;     // values per block
   std::size_t type_size;  // bytes per block
   bool supported;         // qkv dequantizes and quantizes it
-  bool dequantizes;       // qkv dequantizes it (supported, and the read-only Q4_1, Q5_0, Q5_1)
+  bool dequantizes;       // qkv dequantizes it (today: exactly the supported ones)
 };
 
 // nullopt for a type number qkv does not know (its block size is then unknown too).
@@ -78,7 +78,7 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n);
 float dequantize_value(GgmlType t, const void* src, int64_t i);
 
 // Quantizes n values (a multiple of the block size) into `dst` (ggml_row_size(t, n) bytes).
-//   F16/BF16: round to nearest even. Q8_0, Q4_0: exactly ggml's quantize_row_*_ref.
+//   F16/BF16: round to nearest even. Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: exactly ggml's quantize_row_*_ref.
 //   Q2_K…Q6_K: a simpler scale search than ggml's (no iterative refinement), producing valid blocks with
 //   this guarantee, per sub-block of 16 (Q2_K, Q3_K, Q6_K) / 32 (Q4_K, Q5_K) values x with stored step
 //   s = d·sc: |x − x̂| ≤ s/2 (plus float rounding), where s ≤ (max − min(0, min))/15 + d + dmin/15 (Q4_K;

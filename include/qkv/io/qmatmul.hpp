@@ -1,10 +1,10 @@
-// Fused dequantize-and-multiply for few rows: y = x · Wᵀ with W stored as ggml blocks (F32, F16, BF16,
-// Q8_0, Q4_0, Q2_K…Q6_K) and x float32 [M, K], M small (a decoding step, a short prompt). Each
+// Fused dequantize-and-multiply for few rows: y = x · Wᵀ with W stored as ggml blocks (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q2_K…Q6_K, IQ4_NL, IQ4_XS) and x float32 [M, K], M small (a decoding step, a short prompt). Each
 // block is dequantized on the fly into a tile of at most 256 floats that stays in L1 (the same arithmetic as
-// dequantize_row: bit-identical weights) and multiplied with the float32 activations; the activations are
-// never quantized, so the result is a float32 product on the dequantized weights, up to summation order.
-// Paths as the attention kernels (flash.hpp): portable, AVX2 + FMA, AVX-512, NEON, the one in use being
-// flash_path() (QKV_ISA or flash_force_path choose it). src/io/qmatmul*.cpp.
+// dequantize_row: bit-identical weights) and multiplied with the float32 activations; the activations are never
+// quantized, so the result is a float32 product on the dequantized weights, up to summation order. Paths as the
+// attention kernels (flash.hpp): portable, AVX2 + FMA, AVX-512, NEON, the one in use being flash_path() (QKV_ISA or
+// flash_force_path choose it). src/io/qmatmul*.cpp.
 #pragma once
 #include <cstdint>
 
@@ -15,7 +15,8 @@ namespace qkv::io {
 // Rows of x the fused kernels take in one call; larger products dequantize tiles and go to BLIS.
 constexpr int kQMatmulMaxRows = 8;
 
-// Whether the fused kernel multiplies this type (F32, F16, BF16, Q8_0, Q4_0, Q2_K…Q6_K).
+// Whether the fused kernel multiplies this type (every type qkv dequantizes: F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q2_K…Q6_K, IQ4_NL, IQ4_XS).
 bool qmatmul_supports(GgmlType t);
 
 // y[m·ldy + n] (+)= Σ_k W[n, k] · x[m·ldx + k] for m < M, n < N (accumulate: added to y, else stored).

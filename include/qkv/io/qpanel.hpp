@@ -1,8 +1,8 @@
-// Rows of a ggml weight (F32, F16, BF16, Q8_0, Q4_0, Q2_K…Q6_K) expanded to float32 for a GEMM
-// over many rows of activations (a prefill): the fused kernels' vector decoders (io/qmatmul.hpp) on the ISA
-// path in use (flash_path(): QKV_ISA), each value bit-identical to dequantize_row. The forward expands a
-// panel of rows that fits the core's L2, multiplies it by float32 activations through BLIS, and reuses the
-// buffer: the weight is never held as float32 whole. src/io/qpanel*.cpp.
+// Rows of a ggml weight (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K…Q6_K, IQ4_NL, IQ4_XS) expanded to float32
+// for a GEMM over many rows of activations (a prefill): the fused kernels' vector decoders (io/qmatmul.hpp) on the ISA
+// path in use (flash_path(): QKV_ISA), each value bit-identical to dequantize_row. The forward expands a panel of rows
+// that fits the core's L2, multiplies it by float32 activations through BLIS, and reuses the buffer: the weight is
+// never held as float32 whole. src/io/qpanel*.cpp.
 #pragma once
 #include "qkv/io/gguf_quant.hpp"
 

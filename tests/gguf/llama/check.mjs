@@ -3,8 +3,8 @@
 //
 //  1. Next-token distributions: for every family qkv writes, and a Llama with Llama 3.1's llama3 rope scaling
 //     (rope_freqs.weight in the file) (`qkv init --arch A`, 256-wide so that every row
-//     is a whole K-quant block, converted to f32, q8_0, q4_k, q5_k, q3_k, q2_k, iq4_xs and iq4_nl, no
-//     tokenizer: tokenizer.ggml.model = "none"),
+//     is a whole K-quant block, converted to f32, q8_0, q4_k, q5_k, q3_k, q2_k, iq4_xs, iq4_nl, q4_1, q5_0
+//     and q5_1, no tokenizer: tokenizer.ggml.model = "none"),
 //     the same 32 token ids through llama.cpp (controlledEvaluate: the full distribution after every
 //     position) and through qkv (`qkv dump`'s logits.npy, softmax in float64). f32: max |Δp| ≤ 2e-3, the same
 //     argmax wherever qkv's top two differ by more than 1e-3, and the logits equal up to a constant per
@@ -160,7 +160,7 @@ const setArgs = (set) =>
 
 // `source`: a checkpoint to convert (default: `qkv init --arch A` with `set`); `tokenizer`: what its files'
 // tokenizer.ggml.model must say.
-async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_xs", "iq4_nl"], tokenizer = "none", ids = IDS }) {
+async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_xs", "iq4_nl", "q4_1", "q5_0", "q5_1"], tokenizer = "none", ids = IDS }) {
   const dir = source ?? `${work}/${label ?? arch}`;
   const name = source ? source.replace(`${src}/`, "") : label ?? arch;
   if (!source) run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);
