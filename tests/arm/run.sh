@@ -27,6 +27,6 @@ OMP_NUM_THREADS=2 qemu-aarch64 -L /usr/aarch64-linux-gnu "$out/flash_arm_test"
 # The fused dequantize-and-multiply kernels (portable and NEON) against their double twin.
 aarch64-linux-gnu-g++ -std=c++20 -O2 -fopenmp -fno-fast-math -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc \
   src/core/flash.cpp src/core/flash_kernels.cpp src/core/flash_kernels_avx2.cpp src/core/flash_kernels_neon.cpp \
-  src/io/half.cpp src/io/quant.cpp src/io/qmatmul.cpp src/io/qmatmul_avx2.cpp src/io/qmatmul_avx512.cpp \
+  src/io/half.cpp src/io/quant*.cpp src/io/qmatmul.cpp src/io/qmatmul_avx2.cpp src/io/qmatmul_avx512.cpp \
   src/io/qmatmul_neon.cpp tests/arm/qmatmul_arm_test.cpp -o "$out/qmatmul_arm_test"
 OMP_NUM_THREADS=2 qemu-aarch64 -L /usr/aarch64-linux-gnu "$out/qmatmul_arm_test"
