@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   std::printf("threads %d, N %d, K %d, M %d\n", qkv::gemm_threads(), N, K, M);
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K,
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
-                     GgmlType::IQ4_XS}) {
+                     GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
     const std::size_t rb = qkv::io::ggml_row_size(t, K), mat = rb * N;
     std::vector<unsigned char> q(mat * copies);
     for (int n = 0; n < N; ++n) qkv::io::quantize_row(t, w.data() + std::size_t(n) * K, q.data() + rb * n, K);
