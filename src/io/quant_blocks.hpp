@@ -25,6 +25,14 @@ inline void put_half(unsigned char* p, uint16_t h) {
 // scale in the error when it overflows binary16.
 uint16_t half_at_least(float target, float k, const char* what);
 
+// The value of largest magnitude of x[0..n), sign kept, the first on ties (ggml's Q4_0 / Q5_0 scale).
+inline float signed_absmax(const float* x, int n) {
+  float e = 0.0f;
+  for (int j = 0; j < n; ++j)
+    if (std::fabs(x[j]) > std::fabs(e)) e = x[j];
+  return e;
+}
+
 // The code L in [lo, hi] whose reconstruction rec(L) is nearest to x, starting from the rounded guess.
 template <class Rec>
 int best_code(float x, float guess, int lo, int hi, Rec rec) {

@@ -45,14 +45,6 @@ void codes32(const float* x, float s, unsigned char* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = uint8_t(L[j] | (L[j + 16] << 4));
 }
 
-// The value of largest magnitude of 32 (the first on ties), sign kept.
-float extreme32(const float* x) {
-  float e = 0;
-  for (int j = 0; j < 32; ++j)
-    if (std::fabs(x[j]) > std::fabs(e)) e = x[j];
-  return e;
-}
-
 }  // namespace
 
 void rows_iq4_nl(const unsigned char* b, float* y, int64_t nb) {
@@ -87,7 +79,7 @@ float value_iq4_xs(const unsigned char* p, int64_t i) {  // sub-block e / 32, la
 // 127·|d|.
 void quant_iq4_nl(const float* x, unsigned char* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 32, b += kIQ4_NL) {
-    const float e = extreme32(x);
+    const float e = signed_absmax(x, 32);
     uint16_t h = half_at_least(std::fabs(e), 127.0f, "scale");
     if (e > 0) h |= 0x8000;  // negative: the extreme maps to −127
     put_half(b, h);
@@ -102,7 +94,7 @@ void quant_iq4_xs(const float* x, unsigned char* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK_K, b += kIQ4_XS) {
     float ext[8], max_need = 0;
     for (int sub = 0; sub < 8; ++sub) {
-      ext[sub] = extreme32(x + 32 * sub);
+      ext[sub] = signed_absmax(x + 32 * sub, 32);
       max_need = std::max(max_need, std::fabs(ext[sub]) / 127.0f);
     }
     const uint16_t hd = half_at_least(max_need, 31.0f, "scale");

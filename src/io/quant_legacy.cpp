@@ -61,10 +61,7 @@ void quant_q5_1(const float* x, unsigned char* b, int64_t nb) {
 
 void quant_q5_0(const float* x, unsigned char* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK, b += 22) {
-    float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, first one on ties, sign kept
-    for (int j = 0; j < QK; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-    const float d = max / -16.0f;
+    const float d = signed_absmax(x, QK) / -16.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_half(b, float_to_f16(d));
     uint8_t L[QK];

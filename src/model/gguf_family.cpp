@@ -374,39 +374,17 @@ std::string source_line(const io::GgufFile& f, const std::string& g, const std::
 
 // ---- writing ----
 
-uint32_t file_type(GgmlType t) {  // llama.cpp's LlamaFileType for a whole-model type
-  switch (t) {
-    case GgmlType::F16:
-      return 1;
-    case GgmlType::Q4_0:
-      return 2;
-    case GgmlType::Q4_1:
-      return 3;
-    case GgmlType::Q5_0:
-      return 8;
-    case GgmlType::Q5_1:
-      return 9;
-    case GgmlType::Q2_K:
-      return 10;  // MOSTLY_Q2_K
-    case GgmlType::Q3_K:
-      return 11;  // MOSTLY_Q3_K_S: every quantized tensor Q3_K
-    case GgmlType::Q8_0:
-      return 7;
-    case GgmlType::Q4_K:
-      return 14;  // MOSTLY_Q4_K_S: every quantized tensor Q4_K
-    case GgmlType::Q5_K:
-      return 16;  // MOSTLY_Q5_K_S: every quantized tensor Q5_K
-    case GgmlType::Q6_K:
-      return 18;
-    case GgmlType::BF16:
-      return 32;
-    case GgmlType::IQ4_NL:
-      return 25;
-    case GgmlType::IQ4_XS:
-      return 30;
-    default:
-      return 0;
-  }
+// llama.cpp's LlamaFileType (general.file_type) for a model whose matrices are all of one type; 0 (ALL_F32)
+// for F32. The K types name their "_S" mix: every quantized tensor of that type.
+uint32_t file_type(GgmlType t) {
+  static const std::pair<GgmlType, uint32_t> kFileTypes[] = {
+      {GgmlType::F16, 1},     {GgmlType::Q4_0, 2},  {GgmlType::Q4_1, 3},    {GgmlType::Q8_0, 7},
+      {GgmlType::Q5_0, 8},    {GgmlType::Q5_1, 9},  {GgmlType::Q2_K, 10},   {GgmlType::Q3_K, 11},
+      {GgmlType::Q4_K, 14},   {GgmlType::Q5_K, 16}, {GgmlType::Q6_K, 18},   {GgmlType::IQ4_NL, 25},
+      {GgmlType::IQ4_XS, 30}, {GgmlType::BF16, 32}};
+  for (const auto& [type, ft] : kFileTypes)
+    if (type == t) return ft;
+  return 0;
 }
 
 // gpt2's keys beyond the common ones, as llama.cpp's GPT2Model converter writes them.
