@@ -205,57 +205,25 @@ void quant_q4_0(const float* x, unsigned char* b, int64_t nb) {
 // Q4_K (4-bit codes) and Q5_K (5-bit: the 5th bit of value l of sub-block j in bit j of qh[l]): the same
 // 6-bit scales and mins, `top` = 15 or 31 the largest code.
 void quant_q4k_like(const float* x, unsigned char* b, int64_t nb, bool five) {
-  const int top = five ? 31 : 15;
   const std::size_t size = five ? kQ5_K : kQ4_K, qs_at = five ? kQ5K_qs : kQ4K_qs;
   for (int64_t i = 0; i < nb; ++i, x += QK_K, b += size) {
-    float lo[8], hi[8];
-    float max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      lo[j] = 0.0f, hi[j] = -INFINITY;
-      for (int l = 0; l < 32; ++l) lo[j] = std::min(lo[j], x[32 * j + l]), hi[j] = std::max(hi[j], x[32 * j + l]);
-      max_min = std::max(max_min, -lo[j]);
-    }
-    // Mins first (rounded up so that −dmin·m <= the sub-block's lowest value), then scales that reach
-    // the highest value from there.
-    const uint16_t hmin = half_at_least(max_min, 63.0f, "min scale");
-    const float dmin = f16_to_float(hmin);
-    int ls[8], lm[8];
-    float m_eff[8], need[8], max_need = 0;
-    for (int j = 0; j < 8; ++j) {
-      lm[j] = dmin > 0 ? std::clamp(int(std::ceil(-lo[j] / dmin)), 0, 63) : 0;
-      while (lm[j] < 63 && dmin * float(lm[j]) < -lo[j]) ++lm[j];
-      m_eff[j] = dmin * float(lm[j]);
-      need[j] = (hi[j] + m_eff[j]) / float(top);
-      max_need = std::max(max_need, need[j]);
-    }
-    const uint16_t hd = half_at_least(max_need, 63.0f, "scale");
-    const float d = f16_to_float(hd);
-    for (int j = 0; j < 8; ++j) {
-      ls[j] = d > 0 ? std::clamp(int(std::ceil(need[j] / d)), 0, 63) : 0;
-      while (ls[j] < 63 && d * float(ls[j]) * float(top) - m_eff[j] < hi[j]) ++ls[j];
-    }
+    const detail::KScales k = detail::k_scales_with_mins(x, 8, five ? 31 : 15, 63);
     std::memset(b, 0, size);
-    put_half(b, hd);
-    put_half(b + 2, hmin);
+    put_half(b, k.d);
+    put_half(b + 2, k.dmin);
     unsigned char* scales = b + kQ4K_scales;
     for (int j = 0; j < 4; ++j) {
-      scales[j] = uint8_t((ls[j] & 63) | ((ls[j + 4] >> 4) << 6));
-      scales[j + 4] = uint8_t((lm[j] & 63) | ((lm[j + 4] >> 4) << 6));
-      scales[j + 8] = uint8_t((ls[j + 4] & 15) | ((lm[j + 4] & 15) << 4));
+      scales[j] = uint8_t((k.s[j] & 63) | ((k.s[j + 4] >> 4) << 6));
+      scales[j + 4] = uint8_t((k.m[j] & 63) | ((k.m[j + 4] >> 4) << 6));
+      scales[j + 8] = uint8_t((k.s[j + 4] & 15) | ((k.m[j + 4] & 15) << 4));
     }
-    uint8_t L[QK_K];
-    for (int j = 0; j < 8; ++j) {
-      const float s = d * float(ls[j]), m = m_eff[j];
-      for (int l = 0; l < 32; ++l) {
-        const float v = x[32 * j + l];
-        L[32 * j + l] =
-            s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, top, [&](int q) { return s * float(q) - m; })) : 0;
-        if (five && L[32 * j + l] > 15) b[kQ5K_qh + l] |= uint8_t(1u << j);
-      }
-    }
+    if (five)
+      for (int e = 0; e < QK_K; ++e)
+        if (k.L[e] > 15) b[kQ5K_qh + e % 32] |= uint8_t(1u << (e / 32));
     unsigned char* qs = b + qs_at;
     for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l) qs[32 * c + l] = uint8_t((L[64 * c + l] & 15) | ((L[64 * c + 32 + l] & 15) << 4));
+      for (int l = 0; l < 32; ++l)
+        qs[32 * c + l] = uint8_t((k.L[64 * c + l] & 15) | ((k.L[64 * c + 32 + l] & 15) << 4));
   }
 }
 
@@ -300,6 +268,40 @@ void quant_q6_k(const float* x, unsigned char* b, int64_t nb) {
 }  // namespace
 
 namespace detail {
+
+KScales k_scales_with_mins(const float* x, int subs, int top, int grid) {
+  const int len = QK_K / subs;
+  KScales k;
+  float lo[16], hi[16], max_min = 0;
+  for (int j = 0; j < subs; ++j) {
+    lo[j] = 0.0f, hi[j] = -INFINITY;
+    for (int l = 0; l < len; ++l) lo[j] = std::min(lo[j], x[len * j + l]), hi[j] = std::max(hi[j], x[len * j + l]);
+    max_min = std::max(max_min, -lo[j]);
+  }
+  k.dmin = half_at_least(max_min, float(grid), "min scale");
+  const float dmin = f16_to_float(k.dmin);
+  float m_eff[16], need[16], max_need = 0;
+  for (int j = 0; j < subs; ++j) {
+    k.m[j] = dmin > 0 ? std::clamp(int(std::ceil(-lo[j] / dmin)), 0, grid) : 0;
+    while (k.m[j] < grid && dmin * float(k.m[j]) < -lo[j]) ++k.m[j];
+    m_eff[j] = dmin * float(k.m[j]);
+    need[j] = (hi[j] + m_eff[j]) / float(top);
+    max_need = std::max(max_need, need[j]);
+  }
+  k.d = half_at_least(max_need, float(grid), "scale");
+  const float d = f16_to_float(k.d);
+  for (int j = 0; j < subs; ++j) {
+    k.s[j] = d > 0 ? std::clamp(int(std::ceil(need[j] / d)), 0, grid) : 0;
+    while (k.s[j] < grid && d * float(k.s[j]) * float(top) - m_eff[j] < hi[j]) ++k.s[j];
+    const float s = d * float(k.s[j]), m = m_eff[j];
+    for (int l = 0; l < len; ++l) {
+      const float v = x[len * j + l];
+      k.L[len * j + l] =
+          s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, top, [&](int q) { return s * float(q) - m; })) : 0;
+    }
+  }
+  return k;
+}
 
 uint16_t half_at_least(float target, float k, const char* what) {
   if (!(target > 0)) return 0;

@@ -46,6 +46,18 @@ int best_code(float x, float guess, int lo, int hi, Rec rec) {
   return L;
 }
 
+// The K-quants' search for a min and a scale per sub-block (Q2_K, Q4_K, Q5_K): 256 values in `subs`
+// sub-blocks, codes 0..top, mins m·dmin and scales s·d with m, s integers in 0..grid (binary16 dmin, d).
+// Mins first, rounded up so that −dmin·m ≤ the sub-block's lowest value (0 when none is negative), then
+// scales that reach its highest value from there; each value takes the code whose reconstruction
+// (d·s)·q − dmin·m is nearest. |x − x̂| ≤ s·d/2 ≤ ((max − min(0, min))/top + d + dmin/top)/2.
+struct KScales {
+  uint16_t d = 0, dmin = 0;  // binary16
+  int s[16] = {}, m[16] = {};
+  uint8_t L[256] = {};
+};
+KScales k_scales_with_mins(const float* x, int subs, int top, int grid);
+
 // Q2_K and Q3_K (quant_low_k.cpp): nb blocks of 256 values.
 void rows_q2_k(const unsigned char* b, float* y, int64_t nb);
 void rows_q3_k(const unsigned char* b, float* y, int64_t nb);

@@ -91,46 +91,15 @@ float value_q3_k(const unsigned char* p, int64_t i) {  // Q2_K's field, − 4 un
   return half_at(b + kQ3K_d) * float(scale_q3_k(b + kQ3K_scales, e / 16) - 32) * float(low - (high ? 0 : 4));
 }
 
-// Per sub-block of 16: the min m ≥ −min(0, x) rounded up onto dmin's 4-bit grid, then the scale
-// s ≥ (max + m)/3 onto d's; each value takes the nearest of the 4 codes. |x − x̂| ≤ s/2 with
+// Per sub-block of 16 (k_scales_with_mins, codes 0..3 on 4-bit grids): |x − x̂| ≤ s/2 with
 // s ≤ (max − min(0, min))/3 + d + dmin/3.
 void quant_q2_k(const float* x, unsigned char* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK_K, b += kQ2_K) {
-    float lo[16], hi[16], max_min = 0;
-    for (int j = 0; j < 16; ++j) {
-      lo[j] = 0.0f, hi[j] = -INFINITY;
-      for (int l = 0; l < 16; ++l)
-        lo[j] = std::min(lo[j], x[16 * j + l]), hi[j] = std::max(hi[j], x[16 * j + l]);
-      max_min = std::max(max_min, -lo[j]);
-    }
-    const uint16_t hmin = half_at_least(max_min, 15.0f, "min scale");
-    const float dmin = f16_to_float(hmin);
-    int lm[16], ls[16];
-    float m_eff[16], need[16], max_need = 0;
-    for (int j = 0; j < 16; ++j) {
-      lm[j] = dmin > 0 ? std::clamp(int(std::ceil(-lo[j] / dmin)), 0, 15) : 0;
-      while (lm[j] < 15 && dmin * float(lm[j]) < -lo[j]) ++lm[j];
-      m_eff[j] = dmin * float(lm[j]);
-      need[j] = (hi[j] + m_eff[j]) / 3.0f;
-      max_need = std::max(max_need, need[j]);
-    }
-    const uint16_t hd = half_at_least(max_need, 15.0f, "scale");
-    const float d = f16_to_float(hd);
-    uint8_t L[QK_K];
-    for (int j = 0; j < 16; ++j) {
-      ls[j] = d > 0 ? std::clamp(int(std::ceil(need[j] / d)), 0, 15) : 0;
-      while (ls[j] < 15 && d * float(ls[j]) * 3.0f - m_eff[j] < hi[j]) ++ls[j];
-      b[j] = uint8_t(ls[j] | (lm[j] << 4));
-      const float s = d * float(ls[j]), m = m_eff[j];
-      for (int l = 0; l < 16; ++l) {
-        const float v = x[16 * j + l];
-        L[16 * j + l] =
-            s > 0 ? uint8_t(best_code(v, (v + m) / s, 0, 3, [&](int q) { return s * float(q) - m; })) : 0;
-      }
-    }
-    pack_2bit(L, b + kQ2K_qs);
-    put_half(b + kQ2K_d, hd);
-    put_half(b + kQ2K_d + 2, hmin);
+    const KScales k = k_scales_with_mins(x, 16, 3, 15);
+    for (int j = 0; j < 16; ++j) b[j] = uint8_t(k.s[j] | (k.m[j] << 4));
+    pack_2bit(k.L, b + kQ2K_qs);
+    put_half(b + kQ2K_d, k.d);
+    put_half(b + kQ2K_d + 2, k.dmin);
   }
 }
 
