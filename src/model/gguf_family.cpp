@@ -374,19 +374,6 @@ std::string source_line(const io::GgufFile& f, const std::string& g, const std::
 
 // ---- writing ----
 
-// llama.cpp's LlamaFileType (general.file_type) for a model whose matrices are all of one type; 0 (ALL_F32)
-// for F32. The K types name their "_S" mix: every quantized tensor of that type.
-uint32_t file_type(GgmlType t) {
-  static const std::pair<GgmlType, uint32_t> kFileTypes[] = {
-      {GgmlType::F16, 1},     {GgmlType::Q4_0, 2},  {GgmlType::Q4_1, 3},    {GgmlType::Q8_0, 7},
-      {GgmlType::Q5_0, 8},    {GgmlType::Q5_1, 9},  {GgmlType::Q2_K, 10},   {GgmlType::Q3_K, 11},
-      {GgmlType::Q4_K, 14},   {GgmlType::Q5_K, 16}, {GgmlType::Q6_K, 18},   {GgmlType::IQ4_NL, 25},
-      {GgmlType::IQ4_XS, 30}, {GgmlType::BF16, 32}};
-  for (const auto& [type, ft] : kFileTypes)
-    if (type == t) return ft;
-  return 0;
-}
-
 // gpt2's keys beyond the common ones, as llama.cpp's GPT2Model converter writes them.
 void set_gpt2_keys(io::GgufMetadata& md, const Arch& a) {
   md.set("gpt2.attention.layer_norm_epsilon", float(a.norm_eps));
@@ -452,8 +439,8 @@ std::vector<float> rope_freqs_of(const Arch& a) {
 }
 
 // Every key but the tokenizer's.
-io::GgufMetadata arch_metadata(const Arch& a, const std::string& g, const std::string& path, GgmlType type,
-                               const std::string& name) {
+io::GgufMetadata arch_metadata(const Arch& a, const std::string& g, const std::string& path,
+                               const io::GgufMix& mix, const std::string& name) {
   auto key = [&](const char* k) { return g + "." + k; };
   io::GgufMetadata md(path);
   md.set("general.architecture", g);
@@ -470,15 +457,16 @@ io::GgufMetadata arch_metadata(const Arch& a, const std::string& g, const std::s
     set_rotary_keys(md, a, g, path);
   // llama.cpp sizes a tokenizer-less ("none") vocabulary from it; the loader checks it against the rows.
   md.set(key("vocab_size"), uint32_t(a.vocab_size));
-  md.set("general.file_type", file_type(type));
+  md.set("general.file_type", mix.file_type);
   md.set("general.quantization_version", uint32_t(2));
   return md;
 }
 
 // One weight as llama.cpp stores it: fp32 rows of in-features (GPT-2's Conv1D [in, out] transposed),
 // Gemma's gains as 1 + w, llama's Q/K rows permuted; its type as llama.cpp's converter picks it.
-io::GgufWriteTensor gguf_tensor(const Model& model, const TensorSpec& s, const std::string& g, GgmlType type,
-                                const std::string& path, GgufTensorChoice& choice) {
+io::GgufWriteTensor gguf_tensor(const Model& model, const TensorSpec& s, const std::string& g,
+                                const io::GgufMix& mix, const io::GgufMixModel& mm, const std::string& path,
+                                GgufTensorChoice& choice) {
   const Arch& a = model.arch;
   const Weight& wt = slot(model, s);
   std::vector<float> buf(size_t(wt.numel())), tmp;
@@ -500,9 +488,12 @@ io::GgufWriteTensor gguf_tensor(const Model& model, const TensorSpec& s, const s
     permute_rows(buf.data(), tmp.data(), rows, cols, heads, true);
     buf.swap(tmp);
   }
-  // 1-D tensors and the position embedding stay F32, as llama.cpp's converter keeps them.
-  const GgmlType t = ne.size() == 1 || s.role == Role::wpe ? GgmlType::F32 : gguf_tensor_type(type, ne[0]);
-  choice = {gguf_name(s), t, ne};
+  // 1-D tensors and the position embedding stay F32, as llama.cpp's converter keeps them (and
+  // llama-quantize leaves them); the matrices as the mix says.
+  const std::string name = gguf_name(s);
+  const GgmlType t =
+      ne.size() == 1 || s.role == Role::wpe ? GgmlType::F32 : io::gguf_mix_tensor_type(mix, mm, name, ne[0]);
+  choice = {name, t, ne};
   try {
     return io::make_gguf_tensor(choice.name, t, ne, buf.data());
   } catch (const Error& e) {
@@ -530,18 +521,6 @@ std::string gguf_architecture_of(const Arch& a) {
   for (const Family& f : families())
     if (!f.gguf_architecture.empty()) known += (known.empty() ? "" : ", ") + f.model_type;
   usage_error("a " + a.model_type + " model: qkv writes GGUF for " + known + " only");
-}
-
-io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0) {
-  std::vector<GgmlType> chain = {requested};
-  if (requested == GgmlType::Q2_K || requested == GgmlType::Q3_K || requested == GgmlType::Q4_K)
-    chain.push_back(GgmlType::Q4_0);
-  if (requested == GgmlType::Q5_K || requested == GgmlType::Q6_K) chain.push_back(GgmlType::Q8_0);
-  if (requested == GgmlType::IQ4_XS) chain.push_back(GgmlType::IQ4_NL);
-  chain.push_back(GgmlType::F16);
-  for (GgmlType t : chain)
-    if (ne0 % uint64_t(io::ggml_type_traits(uint32_t(t))->block_size) == 0) return t;
-  return GgmlType::F16;
 }
 
 Model load_gguf_lm(const std::string& path) {
@@ -579,18 +558,21 @@ Model load_gguf_lm(const std::string& path) {
 }
 
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
-                                           const std::string& path, io::GgmlType type,
+                                           const std::string& path, const io::GgufMix& mix,
                                            const std::string& name, int* tokenizer_tokens) {
   const std::string g = gguf_architecture_of(model.arch);
-  io::GgufMetadata md = arch_metadata(model.arch, g, path, type, name);
+  io::GgufMetadata md = arch_metadata(model.arch, g, path, mix, name);
   // No tokenizer: llama.cpp's "none" (it refuses a file without tokenizer.ggml.model).
   const int tokens = gguf_tokenizer_metadata(md, tokenizer_dir, model.arch.vocab_size);
   if (tokens == 0) md.set("tokenizer.ggml.model", std::string("none"));
   if (tokenizer_tokens) *tokenizer_tokens = tokens;
+  io::GgufMixModel mm{g, model.arch.n_layer, model.arch.H, model.arch.n_kv, true};
+  for (const TensorSpec& s : model.table)
+    if (gguf_name(s) == "output.weight") mm.tied = false;
   std::vector<io::GgufWriteTensor> tensors;
   std::vector<GgufTensorChoice> choices(model.table.size());
   for (size_t i = 0; i < model.table.size(); ++i)
-    tensors.push_back(gguf_tensor(model, model.table[i], g, type, path, choices[i]));
+    tensors.push_back(gguf_tensor(model, model.table[i], g, mix, mm, path, choices[i]));
   if (const std::vector<float> ff = rope_freqs_of(model.arch);
       !ff.empty()) {  // first, as llama.cpp's converter
     const std::vector<uint64_t> ne = {uint64_t(ff.size())};
@@ -599,6 +581,14 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   }
   io::write_gguf(path, md, tensors);
   return choices;
+}
+
+std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
+                                           const std::string& path, io::GgmlType type,
+                                           const std::string& name, int* tokenizer_tokens) {
+  const auto mix = io::parse_gguf_mix(io::ggml_type_name(type), true);
+  if (!mix) usage_error("GGUF tensor type " + io::ggml_type_name(type) + ": qkv does not write it");
+  return save_gguf_lm(model, tokenizer_dir, path, *mix, name, tokenizer_tokens);
 }
 
 }  // namespace qkv

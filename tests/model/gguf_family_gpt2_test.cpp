@@ -170,7 +170,7 @@ TEST(GgufGpt2Family, QuantizedFilesStayWithinTheBlockBound) {
         continue;
       }
       const int64_t ne0 = int64_t(choices[k].ne[0]), rows = int64_t(a.size()) / ne0;
-      const io::GgmlType stored = gguf_tensor_type(t, uint64_t(ne0));
+      const io::GgmlType stored = io::gguf_tensor_type(t, uint64_t(ne0));
       ASSERT_EQ(choices[k].type, stored) << s.name;
       const int64_t B = io::ggml_type_traits(uint32_t(stored))->block_size;
       for (int64_t r = 0; r < rows; ++r)
@@ -197,10 +197,16 @@ TEST(GgufGpt2Family, QuantizedFilesStayWithinTheBlockBound) {
 }
 
 TEST(GgufGpt2Family, SmallRowsFallBackLikeLlamaCpp) {
-  EXPECT_EQ(gguf_tensor_type(io::GgmlType::Q4_K, 128), io::GgmlType::Q4_0);
-  EXPECT_EQ(gguf_tensor_type(io::GgmlType::Q6_K, 64), io::GgmlType::Q8_0);
-  EXPECT_EQ(gguf_tensor_type(io::GgmlType::Q8_0, 48), io::GgmlType::F16);
-  EXPECT_EQ(gguf_tensor_type(io::GgmlType::Q4_K, 512), io::GgmlType::Q4_K);
+  // llama-quantize's tensor_type_fallback: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0,
+  // IQ4_XS -> IQ4_NL; F16 when even that is not whole blocks (where llama-quantize stops for Q8_0 & co).
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q4_K, 128), io::GgmlType::Q5_0);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q5_K, 96), io::GgmlType::Q5_1);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q6_K, 64), io::GgmlType::Q8_0);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q3_K, 32), io::GgmlType::Q4_0);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::IQ4_XS, 160), io::GgmlType::IQ4_NL);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q6_K, 48), io::GgmlType::F16);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q8_0, 48), io::GgmlType::F16);
+  EXPECT_EQ(io::gguf_tensor_type(io::GgmlType::Q4_K, 512), io::GgmlType::Q4_K);
 }
 
 TEST(GgufGpt2Family, AttentionOnlyBundledModelRoundTrips) {

@@ -449,7 +449,7 @@ TEST(GgufFamily, EveryTypeLoadsAndGgufToGgufIsExact) {
   Tmp tmp;
   const Model hf = load_lm(make_hf(tmp, "llama"));
   std::map<std::string, double> moved;
-  for (const char* t : {"f16", "bf16", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "q4_0"}) {
+  for (const char* t : {"f16", "bf16", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "q4_0", "q5_0"}) {
     const std::string p = tmp(std::string(t) + ".gguf");
     save_gguf_lm(hf, "", p, *io::parse_ggml_type(t));
     const Model m = load_lm(p);
@@ -463,13 +463,14 @@ TEST(GgufFamily, EveryTypeLoadsAndGgufToGgufIsExact) {
     const auto lc = logits(load_lm(tmp("again.gguf")), ids_for(hf));
     EXPECT_EQ(0, std::memcmp(lb.data(), lc.data(), lb.size() * 4)) << t;
   }
-  // Fewer bits, larger moves (d = 64 rows are not whole K-quant blocks: q6_k falls back to q8_0, q4_k, q3_k
-  // and q2_k to q4_0).
+  // Fewer bits, larger moves (d = 64 rows are not whole K-quant blocks: as llama-quantize, q6_k falls back
+  // to q8_0, q4_k to q5_0, q3_k and q2_k to q4_0).
   EXPECT_LT(moved["f16"], moved["bf16"]);
   EXPECT_LT(moved["bf16"], moved["q4_0"]);
   EXPECT_LT(moved["q8_0"], moved["q4_0"]);
   EXPECT_EQ(moved["q6_k"], moved["q8_0"]);
-  EXPECT_EQ(moved["q4_k"], moved["q4_0"]);
+  EXPECT_EQ(moved["q4_k"], moved["q5_0"]);
+  EXPECT_LT(moved["q5_0"], moved["q4_0"]);
   EXPECT_EQ(moved["q3_k"], moved["q4_0"]);
   EXPECT_EQ(moved["q2_k"], moved["q4_0"]);
 }

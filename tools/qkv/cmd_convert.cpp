@@ -39,14 +39,11 @@ struct ScratchTokenizerDir {
   }
 };
 
-void run_convert(const std::string& to, const std::string& type_arg, const std::string& in,
+void run_convert(const std::string& to, const std::string& type_arg, bool pure, const std::string& in,
                  const std::string& out, bool json) {
   if (to != "gguf") usage_error("--to " + to + ": qkv converts to gguf only");
-  const auto type = io::parse_ggml_type(type_arg);
-  if (!type)
-    usage_error("--type " + type_arg +
-                ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or "
-                "iq4_xs");
+  const auto mix = io::parse_gguf_mix(type_arg, pure);
+  if (!mix) usage_error("--type " + type_arg + ": expected one of " + io::gguf_mix_names());
   if (out.size() < 5 || out.compare(out.size() - 5, 5, ".gguf") != 0)
     usage_error(out +
                 ": the output name must end in .gguf (that is how qkv recognises the format when loading)");
@@ -74,7 +71,7 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
   }
   int tokens = 0;
   const std::vector<GgufTensorChoice> choices =
-      save_gguf_lm(lm, tok_dir, out, *type, fs::path(in).filename().string(), &tokens);
+      save_gguf_lm(lm, tok_dir, out, *mix, fs::path(in).filename().string(), &tokens);
   const auto size = fs::file_size(out, ec);
   std::map<std::string, int> counts;
   for (const auto& c : choices) ++counts[io::ggml_type_name(c.type)];
@@ -84,7 +81,9 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
       t.push_back({{"name", c.name}, {"type", io::ggml_type_name(c.type)}, {"ne", c.ne}});
     print_json({{"input", in},
                 {"output", out},
-                {"type", io::ggml_type_name(*type)},
+                {"type", mix->name},
+                {"pure", mix->pure},
+                {"file_type", mix->file_type},
                 {"bytes", ec ? 0 : size},
                 {"tokenizer", tokens ? nlohmann::json(tokens) : nlohmann::json(nullptr)},
                 {"tensors", t}});
@@ -96,7 +95,8 @@ void run_convert(const std::string& to, const std::string& type_arg, const std::
     for (size_t i = 0; i < c.ne.size(); ++i) ne += (i ? ", " : "") + std::to_string(c.ne[i]);
     t.add({c.name, io::ggml_type_name(c.type), "[" + ne + "]"});
   }
-  std::cout << t.str() << "wrote " << out << " (" << (ec ? 0 : size) << " bytes, " << choices.size()
+  std::cout << t.str() << "wrote " << out << " as " << mix->name << (mix->pure ? " (pure)" : "") << " ("
+            << (ec ? 0 : size) << " bytes, " << choices.size()
             << " tensors:";
   for (const auto& [n, k] : counts) std::cout << " " << k << " " << n;
   std::cout << "; tokenizer " << (tokens ? std::to_string(tokens) + " tokens" : "none") << ")\n";
@@ -202,24 +202,27 @@ std::string gguf_families() {
 void register_convert(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "convert", "Write a checkpoint (" + gguf_families() +
-                     ") as a llama.cpp GGUF (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k…q6_k, iq4_nl, "
-                     "iq4_xs)");
+                     ") as a llama.cpp GGUF: f32, f16, bf16, or quantized as llama-quantize does it (q4_k_m, …)");
   auto to = std::make_shared<std::string>("gguf");
   auto type = std::make_shared<std::string>("f32");
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto pure = std::make_shared<bool>(false);
   cmd->add_option("--to", *to, "output format (gguf)");
   cmd->add_option(
       "--type", *type,
-      "tensor type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
-      "iq4_nl, iq4_xs "
-      "(1-D tensors and GPT-2's position_embd stay f32, as llama.cpp's converter keeps them; rows not a whole "
-      "number of blocks fall back: q2_k/q3_k/q4_k→q4_0→f16, q5_k/q6_k→q8_0→f16, iq4_xs→iq4_nl→f16)");
+      "file type: " + io::gguf_mix_names() +
+          ". The quantized ones are llama-quantize's: the output matrix Q6_K, and the K mixes (q3_k_m, q4_k_m, "
+          "…) more bits for some layers' attn_v, ffn_down and attn_output (docs/gguf.md); q3_k, q4_k, q5_k: "
+          "every matrix that type. 1-D tensors and GPT-2's position_embd stay f32; rows not a whole number of "
+          "blocks fall back as llama-quantize's do (q4_k→q5_0, q5_k→q5_1, q6_k→q8_0, q2_k/q3_k→q4_0, "
+          "iq4_xs→iq4_nl), then f16");
+  cmd->add_flag("--pure", *pure, "every matrix the --type's base type (llama-quantize --pure)");
   cmd->add_option("IN", *in, "checkpoint: HF directory, .safetensors, .gguf or llm.c .bin")->required();
   cmd->add_option("OUT", *out, "output .gguf file (written atomically)")->required();
   cmd->add_flag("--json", *json, "JSON output");
-  cmd->callback([=] { run_convert(*to, *type, *in, *out, *json); });
+  cmd->callback([=] { run_convert(*to, *type, *pure, *in, *out, *json); });
 }
 
 QKV_COMMAND(26, register_convert);

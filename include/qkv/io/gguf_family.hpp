@@ -16,8 +16,9 @@
 // embedding is tied). Matrices are stored as nn.Linear keeps them (ne[0] = in-features): GPT-2's Conv1D
 // [in, out] matrices are transposed on write and loaded as [out, in] views.
 //
-// Tensor types as llama.cpp's converter chooses them: 1-D tensors and position_embd.weight F32 whatever
-// the requested type; other 2-D weights the requested type, with the fallbacks of gguf_tensor_type.
+// Tensor types as llama.cpp's converter and llama-quantize choose them: 1-D tensors and position_embd.weight
+// F32 whatever the requested type; other 2-D weights as the requested file type says (io/gguf_mix.hpp:
+// Q4_K_M gives some layers' attn_v and ffn_down Q6_K, the output Q6_K, …), with gguf_tensor_type's fallbacks.
 // A model without a tokenizer is written with tokenizer.ggml.model = "none" and A.vocab_size (llama.cpp
 // refuses a file without the key, and sizes its dummy vocabulary from A.vocab_size).
 //
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "qkv/io/gguf.hpp"
+#include "qkv/io/gguf_mix.hpp"
 #include "qkv/lm.hpp"
 #include "qkv/tokenizer.hpp"
 
@@ -52,11 +54,6 @@ struct GgufTensorChoice {
   std::vector<uint64_t> ne;
 };
 
-// The type a 2-D tensor with rows of ne0 values gets when `requested` is asked for: quantized types fall back when
-// ne0 is not a whole number of blocks (Q2_K / Q3_K / Q4_K -> Q4_0 -> F16, Q5_K / Q6_K -> Q8_0 -> F16, IQ4_XS ->
-// IQ4_NL -> F16, Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL -> F16).
-io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0);
-
 // Loads a GGUF of one of gguf_family_architectures(): the Arch from the metadata (gpt2: through the
 // GPT-2 row of the family table, as its config.json would give it; qkv.attn_only = true for qkv's
 // attention-only models), every tensor checked (name, dims, type) before anything is read; F32/F16/BF16
@@ -67,10 +64,14 @@ io::GgmlType gguf_tensor_type(io::GgmlType requested, uint64_t ne0);
 Model load_gguf_lm(const std::string& path);
 
 // Writes `model` (any family gguf_architecture_of accepts) as llama.cpp lays that architecture out, its
-// 2-D weights as `type` (with the fallbacks of gguf_tensor_type; position_embd F32), 1-D tensors F32;
+// 2-D weights as `mix` says (io/gguf_mix.hpp; position_embd F32), 1-D tensors F32;
 // and the tokenizer of `tokenizer_dir` (gguf_tokenizer_metadata), or tokenizer.ggml.model = "none" when
 // it has none ("" for none). Atomic. Returns each tensor's type, in file order; `tokenizer_tokens`, when
 // given, receives the tokenizer's own vocabulary size (0: none).
+std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
+                                           const std::string& path, const io::GgufMix& mix,
+                                           const std::string& name = "", int* tokenizer_tokens = nullptr);
+// Every matrix `type` (llama-quantize --pure; general.file_type the type's own or its _S mix's).
 std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string& tokenizer_dir,
                                            const std::string& path, io::GgmlType type,
                                            const std::string& name = "", int* tokenizer_tokens = nullptr);

@@ -4,7 +4,8 @@
 //  1. Next-token distributions: for every family qkv writes, and a Llama with Llama 3.1's llama3 rope scaling
 //     (rope_freqs.weight in the file) (`qkv init --arch A`, 256-wide so that every row
 //     is a whole K-quant block, converted to f32, q8_0, q4_k, q5_k, q3_k, q2_k, iq4_xs, iq4_nl, q4_1, q5_0
-//     and q5_1, no tokenizer: tokenizer.ggml.model = "none"),
+//     and q5_1 with --pure (every matrix that type), and to llama-quantize's q4_k_m mix; no tokenizer:
+//     tokenizer.ggml.model = "none"),
 //     the same 32 token ids through llama.cpp (controlledEvaluate: the full distribution after every
 //     position) and through qkv (`qkv dump`'s logits.npy, softmax in float64). f32: max |Δp| ≤ 2e-3, the same
 //     argmax wherever qkv's top two differ by more than 1e-3, and the logits equal up to a constant per
@@ -160,20 +161,23 @@ const setArgs = (set) =>
 
 // `source`: a checkpoint to convert (default: `qkv init --arch A` with `set`); `tokenizer`: what its files'
 // tokenizer.ggml.model must say.
-async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_xs", "iq4_nl", "q4_1", "q5_0", "q5_1"], tokenizer = "none", ids = IDS }) {
+async function checkFamily({ arch, label, set, source, types = ["f32", "q8_0", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_xs", "iq4_nl", "q4_1", "q5_0", "q5_1", "q4_k_m"], tokenizer = "none", ids = IDS }) {
   const dir = source ?? `${work}/${label ?? arch}`;
   const name = source ? source.replace(`${src}/`, "") : label ?? arch;
   if (!source) run(["init", "--arch", arch, "--preset", "tiny", "--out", dir, "--seed", "1", ...setArgs(set)]);
   for (const type of types) {
     const file = `${work}/${name.replaceAll("/", "_")}.${type}.gguf`;
-    run(["convert", "--type", type, dir, file]);
+    // A type name: every matrix that type (--pure). A llama-quantize mix (q4_k_m): the types it picks,
+    // checked tensor by tensor against llama.cpp's own quantizer in quantize_types.py; here its distributions.
+    const mix = /_[sml]$/.test(type);
+    run(["convert", "--type", type, ...(mix ? [] : ["--pure"]), dir, file]);
     const info = JSON.parse(run(["gguf-info", file, "--json"]));
     const want = type.toUpperCase();
     const found = new Set(info.tensors.filter((t) => t.ne.length === 2 && t.name !== "position_embd.weight").map((t) => t.type_name));
     const tok = info.metadata.find((m) => m.key === "tokenizer.ggml.model")?.value;
     const pos = info.tensors.find((t) => t.name === "position_embd.weight");
-    if (found.size !== 1 || !found.has(want) || tok !== tokenizer || (pos && pos.type_name !== "F32")) {
-      report(false, `${name} ${type}: expected every matrix ${want}, position_embd F32, tokenizer ${tokenizer}; found ${[...found]}, ${tok}`);
+    if ((mix ? found.size < 2 : found.size !== 1 || !found.has(want)) || tok !== tokenizer || (pos && pos.type_name !== "F32")) {
+      report(false, `${name} ${type}: expected ${mix ? "a mix of types" : `every matrix ${want}`}, position_embd F32, tokenizer ${tokenizer}; found ${[...found]}, ${tok}`);
       continue;
     }
     const ours = qkvDistributions(file, `${file}.dump`, ids);
