@@ -7,6 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+// For the helpers the fused kernels call per vector (accumulating, widening, decoding a chunk): inlined
+// whatever the size of the unrolled decoder. GCC left some as calls, their accumulators in memory, in the
+// AVX2 decoders of Q3_K, Q5_K and Q6_K, which then ran at half of their AVX-512 twins' rate.
+#define QKV_FORCE_INLINE __attribute__((always_inline)) inline
+#define QKV_LAMBDA_INLINE __attribute__((always_inline))
+
 namespace qkv::io::qdetail {
 namespace {
 

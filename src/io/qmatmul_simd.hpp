@@ -20,7 +20,7 @@ struct Accum {
   typename Isa::V a0[MR], a1[MR];
   const float* xk;
   int ldx;
-  QKV_SIMD inline void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
+  QKV_SIMD QKV_FORCE_INLINE void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
     for (int m = 0; m < MR; ++m) {
       a0[m] = Isa::fmadd(wa, Isa::load(xk + std::size_t(m) * ldx + ja), a0[m]);
       a1[m] = Isa::fmadd(wb, Isa::load(xk + std::size_t(m) * ldx + jb), a1[m]);
@@ -38,7 +38,7 @@ struct Accum<Isa, 1> {
   const float* xk;
   int ldx;
   bool odd;
-  QKV_SIMD inline void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
+  QKV_SIMD QKV_FORCE_INLINE void operator()(int ja, typename Isa::V wa, int jb, typename Isa::V wb) {
     if (odd) {
       c0 = Isa::fmadd(wa, Isa::load(xk + ja), c0);
       c1 = Isa::fmadd(wb, Isa::load(xk + jb), c1);
