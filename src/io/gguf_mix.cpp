@@ -189,6 +189,21 @@ std::string gguf_mix_names() {
   return s;
 }
 
+std::string gguf_file_type_name(int64_t file_type) {
+  for (const MixRow& r : kMixes)
+    if (int64_t(r.file_type) == file_type)
+      return r.name;  // the first row: llama.cpp's name, not qkv's pure one
+  // The ones qkv reads some tensors of but does not write (llama.h's llama_ftype).
+  static const std::pair<int, const char*> kOthers[] = {
+      {4, "Q4_1_SOME_F16"}, {19, "IQ2_XXS"}, {20, "IQ2_XS"}, {21, "Q2_K_S"}, {22, "IQ3_XS"},
+      {23, "IQ3_XXS"},      {24, "IQ1_S"},   {26, "IQ3_S"},  {27, "IQ3_M"},  {28, "IQ2_S"},
+      {29, "IQ2_M"},        {31, "IQ1_M"},   {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4_MOE"},
+      {39, "NVFP4"},        {40, "Q1_0"},    {41, "Q2_0"}};
+  for (const auto& [ft, name] : kOthers)
+    if (ft == file_type) return name;
+  return "file type " + std::to_string(file_type);
+}
+
 GgmlType gguf_mix_tensor_type(const GgufMix& mix, const GgufMixModel& model, const std::string& name,
                               uint64_t ne0) {
   const GgmlType t = mix.rules < 0 ? mix.base : mixed_type(kMixes[mix.rules], model, name, ne0);

@@ -355,11 +355,22 @@ void view_tensor(const io::GgufFile& f, const io::GgufTensorInfo& t, int heads, 
   m.keep_alive.push_back(owned);
 }
 
+// ", Q4_K_M": general.file_type by llama.cpp's name; "" when absent or not an integer (it only informs).
+std::string file_type_note(const io::GgufMetadata& md) {
+  if (!md.has("general.file_type")) return "";
+  try {
+    return ", " + io::gguf_file_type_name(md.get_int("general.file_type"));
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 std::string source_line(const io::GgufFile& f, const std::string& g, const std::map<std::string, int>& types,
                         const LoadNotes& notes) {
   std::string ts;
   for (const auto& [n, k] : types) ts += (ts.empty() ? "" : ", ") + std::to_string(k) + " " + n;
-  std::string s = f.path() + " (GGUF v" + std::to_string(f.version()) + ", " + g + "; tensors " + ts;
+  std::string s = f.path() + " (GGUF v" + std::to_string(f.version()) + ", " + g + file_type_note(f.metadata()) +
+                  "; tensors " + ts;
   if (notes.permuted)
     s += "; W_Q/W_K rows stored in llama.cpp's order for adjacent rotary pairs (2i, 2i+1), un-permuted on "
          "load: "

@@ -21,7 +21,7 @@ for f in llama mistral qwen2 gemma gemma2 phi3; do
   done
   g=$f; [ "$f" = mistral ] && g=llama
   check "gguf-info-$f" 0 "general.architecture +STRING +\"$g\"" -- gguf-info "$tmp/$f.q8_0.gguf"
-  check "info-$f" 0 "GGUF v3, $g; tensors" -- info --model "$tmp/$f.q8_0.gguf"
+  check "info-$f" 0 "GGUF v3, $g, Q8_0; tensors" -- info --model "$tmp/$f.q8_0.gguf"
   # f32: run and every activation of dump byte-identical to the Hugging Face directory's.
   a=$("$qkv" run --model "$tmp/$f" --tokens "$ids" --top 5 --json 2>&1) b=$("$qkv" run --model "$tmp/$f.f32.gguf" --tokens "$ids" --top 5 --json 2>&1)
   [ -n "$a" ] && [ "$a" = "$b" ] && ok "$f f32: run equals the HF directory's" || { bad "$f f32: run differs"; diff <(echo "$a") <(echo "$b") | head -5; }

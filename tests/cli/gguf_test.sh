@@ -24,7 +24,7 @@ done
 check convert-json 0 '"type": "Q4_K"' -- convert --type q4_k "$tmp/hf" "$tmp/q4_k_json.gguf" --json
 check q4k-types 0 'blk.0.attn_qkv.weight +Q4_K' -- gguf-info "$tmp/q4_k.gguf"
 check q4k-norm-f32 0 'blk.0.attn_norm.weight +F32' -- gguf-info "$tmp/q4_k.gguf"
-check info 0 'GGUF v3, gpt2; tensors .*Q6_K' -- info --model "$tmp/q6_k.gguf"
+check info 0 'GGUF v3, gpt2, Q6_K; tensors .*Q6_K' -- info --model "$tmp/q6_k.gguf"
 check q3k-types 0 'blk.0.ffn_up.weight +Q3_K' -- gguf-info "$tmp/q3_k.gguf"
 check q2k-run 0 '"token"' -- run --model "$tmp/q2_k.gguf" "$text" --top 3 --json
 check info-tokenizer 0 "tokenizer   $ntok tokens" -- info --model "$tmp/q8_0.gguf"

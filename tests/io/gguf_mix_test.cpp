@@ -102,6 +102,13 @@ TEST(GgufMix, NamesFileTypesAndPure) {
   EXPECT_EQ(parse_gguf_mix("iq4_xs", false)->file_type, 30u);
   for (const char* bad : {"q4_k_x", "q8_k", "", "q4_k_m "}) EXPECT_FALSE(parse_gguf_mix(bad, false)) << bad;
   EXPECT_NE(gguf_mix_names().find("q4_k_m"), std::string::npos);
+  // general.file_type by llama.cpp's names, qkv's pure q4_k file named as llama.cpp would (Q4_K_S).
+  EXPECT_EQ(gguf_file_type_name(15), "Q4_K_M");
+  EXPECT_EQ(gguf_file_type_name(14), "Q4_K_S");
+  EXPECT_EQ(gguf_file_type_name(0), "F32");
+  EXPECT_EQ(gguf_file_type_name(23), "IQ3_XXS");
+  EXPECT_EQ(gguf_file_type_name(5), "file type 5");
+  EXPECT_EQ(gguf_file_type_name(-1), "file type -1");
 }
 
 }  // namespace

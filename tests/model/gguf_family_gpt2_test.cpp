@@ -118,7 +118,7 @@ TEST(GgufGpt2Family, NamesLayoutMetadataAndTypes) {
   const Model m = load_lm(tmp("f.gguf"));
   EXPECT_FALSE(m.blocks[0].wqkv.in_out);
   EXPECT_EQ(m.blocks[0].wqkv.shape, (std::vector<int64_t>{768, 256}));
-  EXPECT_NE(m.source.find("GGUF v3, gpt2; tensors 28 F32"), std::string::npos) << m.source;
+  EXPECT_NE(m.source.find("GGUF v3, gpt2, F32; tensors 28 F32"), std::string::npos) << m.source;
   const auto a = logits(hf, kIds), b = logits(m, kIds);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
 }

@@ -46,6 +46,9 @@ std::optional<GgufMix> parse_gguf_mix(const std::string& name, bool pure);
 // "f32, f16, …": every name parse_gguf_mix accepts, for usage messages.
 std::string gguf_mix_names();
 
+// llama.cpp's name of a general.file_type value ("Q4_K_M"), or "file type N" for one it does not name.
+std::string gguf_file_type_name(int64_t file_type);
+
 // What the rules need to know about the model.
 struct GgufMixModel {
   std::string architecture;  // general.architecture
