@@ -39,9 +39,15 @@ enum class QkvLayout {
 };
 
 struct RopeScaling {
-  std::string type;  // "" none, "linear", "llama3"
+  std::string type;  // "" none, "linear", "llama3", "longrope"
   double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int original_max_position_embeddings = 8192;
+  // longrope (Phi-3's 128k models): frequency i divided by short_factor[i] while the sequence (the largest
+  // position + 1) is at most original_max_position_embeddings, by long_factor[i] beyond, and cos and sin
+  // (so q and k) multiplied by attention_factor — Hugging Face's rule: its default
+  // √(1 + ln(max_position_embeddings / original) / ln(original)), 1 when the model is not extended.
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1;
   // llama.cpp's per-frequency factors (a GGUF's rope_freqs.weight, [rotary_dim / 2]; how its files carry
   // Llama 3.1's llama3 scaling): frequency i is divided by freq_factors[i], after `type`'s scaling. Empty
   // unless read from such a file.
@@ -88,16 +94,22 @@ struct Arch {
   int window_of(int layer) const { return window.empty() ? 0 : window[size_t(layer)]; }
   // Throws qkv::Error (Data) naming `where` and the key when the description is inconsistent.
   void validate(const std::string& where) const;
+  void check_longrope(const std::string& where) const;  // validate's longrope part
   // The description in words, one line per aspect, for `qkv info`.
   std::vector<std::string> describe() const;
   nlohmann::json to_json() const;
 };
 
 // Rotary inverse frequencies [rotary_dim / 2] in double: θ^(−2i/r), then the rope scaling (linear: ÷ factor;
-// llama3: long wavelengths ÷ factor, short ones kept, a smooth blend between; GGUF's per-frequency factors:
-// frequency i ÷ freq_factors[i]). Position p's angle i is
-// p · inv[i]. The forward, the training forward and the experiments all rotate by these.
-std::vector<double> rope_inv_freq(const Arch& arch);
+// llama3: long wavelengths ÷ factor, short ones kept, a smooth blend between; longrope: ÷ short_factor[i],
+// or ÷ long_factor[i] when seq_len > original_max_position_embeddings; GGUF's per-frequency factors:
+// frequency i ÷ freq_factors[i]). Position p's angle i is p · inv[i]; seq_len is the largest position + 1
+// of the forward that rotates (as Hugging Face's dynamic longrope: a decoding step past the original
+// length rotates by the long factors, the keys cached before it keep theirs). The forward, the training
+// forward and the experiments all rotate by these.
+std::vector<double> rope_inv_freq(const Arch& arch, int seq_len = 0);
+// What cos and sin are multiplied by: longrope's attention_factor, else 1.
+double rope_attention_factor(const Arch& arch);
 
 // The families qkv knows, as config.json's model_type spells them (the family table's rows, family.hpp).
 const std::vector<std::string>& supported_model_types();

@@ -15,7 +15,7 @@ namespace qkv {
 
 using nlohmann::json;
 
-std::vector<double> rope_inv_freq(const Arch& a) {
+std::vector<double> rope_inv_freq(const Arch& a, int seq_len) {
   const int half = a.rotary_dim / 2;
   std::vector<double> inv(static_cast<size_t>(half));
   for (int i = 0; i < half; i++) inv[size_t(i)] = 1.0 / std::pow(a.rope_theta, double(2 * i) / a.rotary_dim);
@@ -36,8 +36,36 @@ std::vector<double> rope_inv_freq(const Arch& a) {
       }
     }
   }
+  if (s.type == "longrope") {
+    const std::vector<double>& ext = seq_len > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
+    for (size_t i = 0; i < ext.size() && i < inv.size(); i++) inv[i] /= ext[i];
+  }
   for (size_t i = 0; i < s.freq_factors.size() && i < inv.size(); i++) inv[i] /= s.freq_factors[i];
   return inv;
+}
+
+double rope_attention_factor(const Arch& a) {
+  return a.rope_scaling.type == "longrope" ? a.rope_scaling.attention_factor : 1.0;
+}
+
+void Arch::check_longrope(const std::string& where) const {
+  const RopeScaling& s = rope_scaling;
+  for (const auto* f : {&s.short_factor, &s.long_factor}) {
+    const char* name = f == &s.short_factor ? "short_factor" : "long_factor";
+    if (f->size() != size_t(rotary_dim / 2))
+      data_error(where + ": rope_scaling." + name + " has " + std::to_string(f->size()) + " values for " +
+                 std::to_string(rotary_dim / 2) + " rotary frequencies");
+    for (size_t i = 0; i < f->size(); i++)
+      if (!((*f)[i] > 0) || !std::isfinite((*f)[i]))
+        data_error(where + ": rope_scaling." + name + "[" + std::to_string(i) + "] is " + std::to_string((*f)[i]) +
+                   ", expected a finite number > 0");
+  }
+  if (s.original_max_position_embeddings < 1)
+    data_error(where + ": original_max_position_embeddings is " + std::to_string(s.original_max_position_embeddings) +
+               ", expected >= 1");
+  if (!(s.attention_factor > 0) || !std::isfinite(s.attention_factor))
+    data_error(where + ": the longrope attention factor is " + std::to_string(s.attention_factor) +
+               ", expected a finite number > 0");
 }
 
 void Arch::validate(const std::string& where) const {
@@ -67,6 +95,7 @@ void Arch::validate(const std::string& where) const {
       data_error(where + ": rope_scaling.factor must be > 0");
     if (rope_scaling.type == "llama3" && !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor))
       data_error(where + ": rope_scaling: high_freq_factor must exceed low_freq_factor");
+    if (rope_scaling.type == "longrope") check_longrope(where);
     const auto& ff = rope_scaling.freq_factors;
     if (!ff.empty() && ff.size() != size_t(rotary_dim / 2))
       data_error(where + ": " + std::to_string(ff.size()) + " rope frequency factors for " +
@@ -125,7 +154,11 @@ std::vector<std::string> Arch::describe() const {
     std::string r = "positions   rotary on q and k, θ = " + fmt(rope_theta) + ", " +
                     (pairing == RotaryPairing::Half ? "pairs (i, i + r/2) (rotate_half)" : "adjacent pairs (2i, 2i+1)");
     if (rotary_dim != dh) r += ", partial: " + std::to_string(rotary_dim) + " of " + std::to_string(dh) + " dims";
-    if (!rope_scaling.type.empty()) r += ", scaling " + rope_scaling.type + " ×" + fmt(rope_scaling.factor);
+    if (rope_scaling.type == "longrope")
+      r += ", longrope: short factors up to " + std::to_string(rope_scaling.original_max_position_embeddings) +
+           " positions, long ones beyond, cos and sin × " + fmt(rope_scaling.attention_factor);
+    else if (!rope_scaling.type.empty())
+      r += ", scaling " + rope_scaling.type + " ×" + fmt(rope_scaling.factor);
     if (!rope_scaling.freq_factors.empty()) r += ", each frequency ÷ its factor (GGUF rope_freqs)";
     out.push_back(r);
   }
@@ -159,6 +192,11 @@ json Arch::to_json() const {
     if (rope_scaling.type == "llama3")
       j["rope_scaling"].update({{"low_freq_factor", rope_scaling.low_freq_factor},
                                 {"high_freq_factor", rope_scaling.high_freq_factor},
+                                {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}});
+    if (rope_scaling.type == "longrope")
+      j["rope_scaling"].update({{"short_factor", rope_scaling.short_factor},
+                                {"long_factor", rope_scaling.long_factor},
+                                {"attention_factor", rope_scaling.attention_factor},
                                 {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}});
     if (!rope_scaling.freq_factors.empty()) j["rope_freq_factors"] = rope_scaling.freq_factors;
   }

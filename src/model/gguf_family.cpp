@@ -26,6 +26,9 @@ using io::GgmlType;
 
 // llama.cpp's per-frequency rope factors: how its files carry Llama 3.1's llama3 rope scaling.
 constexpr const char* kRopeFreqs = "rope_freqs.weight";
+// Phi-3's longrope factors, as llama.cpp's converter writes them (F32 [rotary_dim / 2] each).
+constexpr const char* kRopeLong = "rope_factors_long.weight";
+constexpr const char* kRopeShort = "rope_factors_short.weight";
 
 // The GGUF name of a tensor of the family tables (arch.cpp's roles).
 std::string gguf_name(const TensorSpec& s) {
@@ -152,21 +155,45 @@ Arch gpt2_arch_from_gguf(const io::GgufFile& f) {
 // llama.cpp's per-frequency rope factors (its converter's form of Llama 3.1's llama3 scaling), in llama
 // files as llama.cpp reads them: F32 [rotary_dim / 2], frequency i divided by value i (Arch::validate:
 // finite and > 0).
-void read_rope_freqs(const io::GgufFile& f, const std::string& g, Arch& a) {
-  const io::GgufTensorInfo* t = f.find(kRopeFreqs);
-  if (!t) return;
-  if (g != "llama")
-    data_error(f.path() + ": tensor '" + kRopeFreqs +
-               "' (per-frequency rope factors) is read in llama files only, " +
+// One factor per rotary frequency from tensor `name` (F32 [rotary_dim / 2]); empty when the file has none.
+// Only `arch`'s files carry it, as only llama.cpp's loader of that architecture reads it.
+std::vector<double> rope_factor_tensor(const io::GgufFile& f, const std::string& g, const Arch& a, const char* name,
+                                       const char* arch, const char* what) {
+  const io::GgufTensorInfo* t = f.find(name);
+  if (!t) return {};
+  if (g != arch)
+    data_error(f.path() + ": tensor '" + name + "' (" + what + ") is read in " + arch + " files only, " +
                "as llama.cpp reads it; this is a " + g + " file");
   const std::vector<uint64_t> want = {uint64_t(a.rotary_dim / 2)};
   if (t->type != GgmlType::F32 || t->ne != want)
-    data_error(f.path() + ": tensor '" + kRopeFreqs + "' is " + io::ggml_type_name(t->type) + " ne " +
-               ne_string(t->ne) + ", expected F32 ne " + ne_string(want) +
-               " (one factor per rotary frequency)");
+    data_error(f.path() + ": tensor '" + name + "' is " + io::ggml_type_name(t->type) + " ne " + ne_string(t->ne) +
+               ", expected F32 ne " + ne_string(want) + " (one factor per rotary frequency)");
   std::vector<float> v(size_t(t->numel()));
   f.read_f32(*t, v.data());
-  a.rope_scaling.freq_factors.assign(v.begin(), v.end());
+  return {v.begin(), v.end()};
+}
+
+void read_rope_freqs(const io::GgufFile& f, const std::string& g, Arch& a) {
+  a.rope_scaling.freq_factors = rope_factor_tensor(f, g, a, kRopeFreqs, "llama", "per-frequency rope factors");
+}
+
+// Phi-3's longrope: both factor tensors, the original length and the attention factor (llama.cpp's
+// default 1 when the key is absent).
+void read_longrope(const io::GgufFile& f, const std::string& g, Arch& a) {
+  RopeScaling& r = a.rope_scaling;
+  r.long_factor = rope_factor_tensor(f, g, a, kRopeLong, "phi3", "longrope's long factors");
+  r.short_factor = rope_factor_tensor(f, g, a, kRopeShort, "phi3", "longrope's short factors");
+  if (r.long_factor.empty() && r.short_factor.empty()) return;
+  if (r.long_factor.empty() || r.short_factor.empty())
+    data_error(f.path() + ": tensor '" + (r.long_factor.empty() ? kRopeLong : kRopeShort) +
+               "' is missing (longrope needs both factor tensors)");
+  const io::GgufMetadata& md = f.metadata();
+  r.type = "longrope";
+  r.original_max_position_embeddings = int(md.get_int_in(g + ".rope.scaling.original_context_length", 1, 1 << 24));
+  r.factor = double(a.n_ctx) / r.original_max_position_embeddings;
+  r.attention_factor = md.has(g + ".rope.scaling.attn_factor")
+                           ? shortest_decimal(md.get_float(g + ".rope.scaling.attn_factor"))
+                           : 1.0;
 }
 
 // The Arch of a llama / qwen2 / gemma / gemma2 / phi3 GGUF (model_type: the Hugging Face family it
@@ -238,6 +265,7 @@ Arch rotary_arch_from_gguf(const io::GgufFile& f, const std::string& g) {
       if (g != "gemma2" || l % 2 == 0) a.window[size_t(l)] = w;
   a.vocab_size = vocab_rows(f, g, a.d);
   read_rope_freqs(f, g, a);
+  read_longrope(f, g, a);
   a.validate(path);
   return a;
 }
@@ -303,6 +331,7 @@ std::vector<const io::GgufTensorInfo*> find_tensors(const io::GgufFile& f, const
       continue;
     }
     if (t.name == kRopeFreqs && !m.arch.rope_scaling.freq_factors.empty()) continue;  // read into the Arch
+    if ((t.name == kRopeLong || t.name == kRopeShort) && m.arch.rope_scaling.type == "longrope") continue;
     data_error(path + ": unexpected tensor '" + t.name + "' " + ne_string(t.ne) +
                " (not a parameter of this " + g + " metadata" +
                (m.arch.attn_only() ? ", which is attention-only" : "") + ")");
@@ -407,6 +436,12 @@ void set_rotary_keys(io::GgufMetadata& md, const Arch& a, const std::string& g, 
     md.set(key("rope.scaling.factor"), float(a.rope_scaling.factor));
   }  // llama3 (and factors read from a GGUF): no key, the rope_freqs tensor (rope_freqs_of), as llama.cpp's
      // converter
+  if (a.rope_scaling.type == "longrope") {  // the factors go in as tensors (save_gguf_lm)
+    if (g != "phi3")
+      usage_error(path + ": longrope is written to GGUF for phi3 only (llama.cpp reads rope_factors_long/short there)");
+    md.set(key("rope.scaling.attn_factor"), float(a.rope_scaling.attention_factor));
+    md.set(key("rope.scaling.original_context_length"), uint32_t(a.rope_scaling.original_max_position_embeddings));
+  }
   if (g != "llama" && (a.rope_scaling.type == "llama3" || !a.rope_scaling.freq_factors.empty()))
     usage_error(path +
                 ": per-frequency rope factors (llama3 scaling) are written to GGUF for llama only (llama.cpp "
@@ -584,11 +619,20 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   std::vector<GgufTensorChoice> choices(model.table.size());
   for (size_t i = 0; i < model.table.size(); ++i)
     tensors.push_back(gguf_tensor(model, model.table[i], g, mix, mm, path, choices[i]));
-  if (const std::vector<float> ff = rope_freqs_of(model.arch);
-      !ff.empty()) {  // first, as llama.cpp's converter
-    const std::vector<uint64_t> ne = {uint64_t(ff.size())};
-    tensors.insert(tensors.begin(), io::make_gguf_tensor(kRopeFreqs, GgmlType::F32, ne, ff.data()));
-    choices.insert(choices.begin(), {kRopeFreqs, GgmlType::F32, ne});
+  // The rope factor tensors first, as llama.cpp's converter writes them: llama3's rope_freqs, or longrope's
+  // long then short factors.
+  const RopeScaling& rs = model.arch.rope_scaling;
+  std::vector<std::pair<const char*, std::vector<float>>> factors;
+  if (std::vector<float> ff = rope_freqs_of(model.arch); !ff.empty()) factors.emplace_back(kRopeFreqs, ff);
+  if (rs.type == "longrope") {
+    factors.emplace_back(kRopeLong, std::vector<float>(rs.long_factor.begin(), rs.long_factor.end()));
+    factors.emplace_back(kRopeShort, std::vector<float>(rs.short_factor.begin(), rs.short_factor.end()));
+  }
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const std::vector<uint64_t> ne = {uint64_t(factors[i].second.size())};
+    tensors.insert(tensors.begin() + long(i), io::make_gguf_tensor(factors[i].first, GgmlType::F32, ne,
+                                                                   factors[i].second.data()));
+    choices.insert(choices.begin() + long(i), {factors[i].first, GgmlType::F32, ne});
   }
   io::write_gguf(path, md, tensors);
   return choices;

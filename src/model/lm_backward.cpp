@@ -88,14 +88,15 @@ RopeTable rope_table(const Arch& a, int T) {
   RopeTable t;
   t.T = T, t.dh = a.dh, t.r = a.rotary_dim, t.adjacent = a.pairing == RotaryPairing::Adjacent;
   const int half = a.rotary_dim / 2;
-  const std::vector<double> inv = rope_inv_freq(a);  // as lm_forward.cpp's rope_tables, kept in double
+  const std::vector<double> inv = rope_inv_freq(a, T);  // as lm_forward.cpp's rope_tables, kept in double
+  const double m = rope_attention_factor(a);
   t.cos.resize(size_t(T) * half);
   t.sin.resize(size_t(T) * half);
   for (int p = 0; p < T; p++)
     for (int i = 0; i < half; i++) {
       const double ang = double(p) * inv[size_t(i)];
-      t.cos[size_t(p) * half + i] = std::cos(ang);
-      t.sin[size_t(p) * half + i] = std::sin(ang);
+      t.cos[size_t(p) * half + i] = std::cos(ang) * m;
+      t.sin[size_t(p) * half + i] = std::sin(ang) * m;
     }
   return t;
 }

@@ -34,6 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures", "families")
 TOKENS = [3, 57, 14, 92, 0, 57, 14, 92, 41, 100, 7, 57, 511, 8, 57, 14, 92, 250, 1, 57]  # T = 20
 
+LONGROPE = 'rope_scaling={"type":"longrope","short_factor":[1.0,1.25,2.5,4.0],"long_factor":[1.5,3.0,9.0,30.0]}'
+
 # case name -> (arch, init options). Windows shorter than T = 20 so they bite; GQA with n_kv < H;
 # partial rotary; biases; bf16, f16 and sharded variants.
 CASES = {
@@ -51,6 +53,12 @@ CASES = {
     "gemma2": ("gemma2", ["--set", "initializer_range=0.2"]),
     "gpt_neox": ("gpt_neox", ["--set", "initializer_range=0.2"]),
     "phi3": ("phi3", ["--set", "initializer_range=0.2"]),
+    # Phi-3's longrope (its 128k models): T = 20 past the original length 8 (long factors), and within 32
+    # (short factors); both extended to 64, so cos and sin are scaled.
+    "phi3_longrope": ("phi3", ["--set", "initializer_range=0.2", "--set", LONGROPE, "--set",
+                               "original_max_position_embeddings=8", "--set", "max_position_embeddings=64"]),
+    "phi3_longrope_short": ("phi3", ["--set", "initializer_range=0.2", "--set", LONGROPE, "--set",
+                                     "original_max_position_embeddings=32", "--set", "max_position_embeddings=64"]),
     "gpt_neo": ("gpt_neo", ["--set", "initializer_range=0.2"]),
 }
 
@@ -138,6 +146,20 @@ def linear(x, w, b=None):  # nn.Linear: weight [out, in]
     return y + b if b is not None else y
 
 
+def longrope(cfg, scaling, dim, theta, seq_len):
+    """Phi-3's longrope (Hugging Face's _compute_longrope_parameters with its dynamic update): the long
+    factors once the sequence passes the original length, else the short ones; cos and sin scaled by the
+    attention factor, by default sqrt(1 + ln(max / original) / ln(original)) when the model is extended."""
+    orig = cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+    ext = torch.tensor(scaling["long_factor"] if seq_len > orig else scaling["short_factor"])
+    inv = 1.0 / (ext * theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    factor = cfg["max_position_embeddings"] / orig
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1 else 1.0
+    return inv, attention
+
+
 def rope_inv_freq(dim, theta, scaling):
     inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
     if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":
@@ -158,12 +180,12 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def apply_rope(x, rot_dim, inv_freq):
+def apply_rope(x, rot_dim, inv_freq, mscale=1.0):
     """x [heads, T, dh]: the first rot_dim coordinates rotate (rotate_half pairs), the rest pass."""
     T = x.shape[1]
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin = emb.cos() * mscale, emb.sin() * mscale
     xr, xp = x[..., :rot_dim], x[..., rot_dim:]
     return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
 
@@ -334,7 +356,10 @@ def forward(cfg, W, ids):
     gemma = mt in ("gemma", "gemma2")
     norm = gemma_rms_norm if gemma else rms_norm
     rot = int(dh * cfg.get("partial_rotary_factor", 1.0))
-    inv = rope_inv_freq(rot, cfg.get("rope_theta", 10000.0), cfg.get("rope_scaling"))
+    inv, mscale = rope_inv_freq(rot, cfg.get("rope_theta", 10000.0), cfg.get("rope_scaling")), 1.0
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) == "longrope":
+        inv, mscale = longrope(cfg, scaling, rot, cfg.get("rope_theta", 10000.0), len(ids))
     act = gelu_tanh if gemma else silu
     scale = cfg["query_pre_attn_scalar"] ** -0.5 if mt == "gemma2" else 1 / math.sqrt(dh)
     softcap = cfg.get("attn_logit_softcapping") or 0.0 if mt == "gemma2" else 0.0
@@ -360,7 +385,7 @@ def forward(cfg, W, ids):
             v = linear(u, W[p + "self_attn.v_proj.weight"], bv)
         q, k, v = heads(q, H, dh), heads(k, n_kv, dh), heads(v, n_kv, dh)
         q, k, v = (record_heads(hooks, b + "attn.hook_" + n, t) for n, t in zip("qkv", (q, k, v)))
-        q, k = apply_rope(q, rot, inv), apply_rope(k, rot, inv)
+        q, k = apply_rope(q, rot, inv, mscale), apply_rope(k, rot, inv, mscale)
         q, k = (record_heads(hooks, b + "attn.hook_rot_" + n, t) for n, t in zip("qk", (q, k)))
         window = 0
         if mt in ("mistral", "phi3") and cfg.get("sliding_window"):
@@ -405,16 +430,20 @@ def forward(cfg, W, ids):
 
 def main():
     qkv = sys.argv[1] if len(sys.argv) > 1 else "build/qkv"
-    shutil.rmtree(OUT, ignore_errors=True)
-    os.makedirs(OUT)
+    os.makedirs(OUT, exist_ok=True)
     for name, (arch, opts) in CASES.items():
+        # Only the case's own files: the gradient, claims and experiments fixtures beside them come from
+        # other scripts.
+        for f in ("case.json", "expected.safetensors"):
+            if os.path.exists(os.path.join(OUT, name, f)):
+                os.remove(os.path.join(OUT, name, f))
         with tempfile.TemporaryDirectory() as tmp:
             args = ["init", "--arch", arch, "--preset", "tiny", "--seed", "7", "--out", tmp] + opts
             subprocess.run([qkv] + args, check=True, stdout=subprocess.DEVNULL)
             cfg = json.load(open(os.path.join(tmp, "config.json")))
             W = read_checkpoint(tmp)
         hooks = forward(cfg, W, TOKENS)
-        os.makedirs(os.path.join(OUT, name))
+        os.makedirs(os.path.join(OUT, name), exist_ok=True)
         write_safetensors(os.path.join(OUT, name, "expected.safetensors"), hooks)
         pattern = [h for h in hooks if h.endswith("hook_pattern")]
         sharp = float(np.mean([hooks[h].max(-1).values.mean().item() for h in pattern]))

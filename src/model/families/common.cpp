@@ -2,6 +2,7 @@
 #include "model/families/common.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "qkv/error.hpp"
 
@@ -21,6 +22,32 @@ MlpKind activation(const ConfigKeys& k, const std::string& key, const std::strin
   data_error(k.where + ": config key \"" + key + "\" is \"" + a +
              "\", which qkv does not implement for this family (" +
              (gated ? "expected silu or gelu_pytorch_tanh" : "expected gelu_new or gelu") + ")");
+}
+
+// Phi-3's longrope, as Hugging Face computes it: the factor arrays from rope_scaling, the original length
+// from the top level (its absence: max_position_embeddings, no extension), attention_factor from
+// rope_scaling or else √(1 + ln(max / original) / ln(original)) (1 when max <= original). Needs a.n_ctx.
+void read_longrope(const ConfigKeys& k, const ConfigKeys& sub, Arch& a) {
+  RopeScaling& r = a.rope_scaling;
+  r.type = "longrope";
+  for (const char* key : {"short_factor", "long_factor"}) {
+    const json* f = sub.find(key);
+    if (!f || !f->is_array()) sub.wrong(key, "an array of numbers", f ? *f : json());
+    std::vector<double>& out = std::string(key) == "short_factor" ? r.short_factor : r.long_factor;
+    for (const json& x : *f) {
+      if (!x.is_number()) sub.wrong(key, "an array of numbers", *f);
+      out.push_back(x.get<double>());
+    }
+  }
+  r.original_max_position_embeddings = k.integer("original_max_position_embeddings", a.n_ctx);
+  if (r.original_max_position_embeddings < 1)
+    data_error(k.where + ": config key \"original_max_position_embeddings\" must be >= 1");
+  const double scale = double(a.n_ctx) / r.original_max_position_embeddings;
+  const double original = r.original_max_position_embeddings;
+  r.factor = scale;
+  r.attention_factor = sub.find("attention_factor") ? sub.number("attention_factor", 1.0)
+                       : scale <= 1                 ? 1.0
+                                                    : std::sqrt(1 + std::log(scale) / std::log(original));
 }
 
 void read_rope(const ConfigKeys& k, Arch& a, const char* theta_key) {
@@ -44,9 +71,11 @@ void read_rope(const ConfigKeys& k, Arch& a, const char* theta_key) {
     a.rope_scaling.low_freq_factor = sub.number("low_freq_factor", 1.0);
     a.rope_scaling.high_freq_factor = sub.number("high_freq_factor", 4.0);
     a.rope_scaling.original_max_position_embeddings = sub.integer("original_max_position_embeddings", 8192);
+  } else if (type == "longrope" || type == "su") {  // "su": Phi-3's first configs' name for it
+    read_longrope(k, sub, a);
   } else {
     data_error(k.where + ": config key \"rope_scaling\" has type \"" + type +
-               "\", which qkv does not support (supported: default, linear, llama3)");
+               "\", which qkv does not support (supported: default, linear, llama3, longrope)");
   }
 }
 

@@ -57,6 +57,12 @@ console.log(`llama.cpp ${llama.llamaCppRelease.release} (${llama.buildType} node
 // The families at 256 wide (4 heads of 64, MLP 512: every matrix's rows are whole Q4_K blocks), 2 layers,
 // 512 tokens, weights N(0, 0.1) so that the distributions are far from uniform.
 const wide = { hidden_size: 256, intermediate_size: 512, num_attention_heads: 4, initializer_range: 0.1 };
+// Phi-3's longrope for 64-wide heads rotating 32 dims (the tiny preset's partial rotary): 16 factors each, the
+// long ones far from 1 so that they matter.
+const longrope = (original, max) => ({
+  rope_scaling: { type: "longrope", short_factor: Array.from({ length: 16 }, (_, i) => 1 + i / 8),
+    long_factor: Array.from({ length: 16 }, (_, i) => 1 + i * i / 2) },
+  original_max_position_embeddings: original, max_position_embeddings: max });
 const FAMILIES = [
   { arch: "gpt2", set: { n_embd: 256, n_head: 4, initializer_range: 0.1 } },
   { arch: "llama", set: { ...wide, num_key_value_heads: 2 } },
@@ -70,6 +76,12 @@ const FAMILIES = [
   // Gemma 2's window (8, every other layer) is inside the 32 positions: llama.cpp applies it.
   { arch: "gemma2", set: { ...wide, num_key_value_heads: 2, head_dim: 64, query_pre_attn_scalar: 64 } },
   { arch: "phi3", set: { ...wide, num_key_value_heads: 4, sliding_window: 4096 } },
+  // Phi-3's longrope (rope_factors_long/short in the file): past its original length (16 < 32 positions, long
+  // factors) and within it (512: short ones, in llama.cpp too, which picks by the context size, 64 here).
+  { arch: "phi3", label: "phi3-longrope", types: ["f32", "q8_0"], set: { ...wide, num_key_value_heads: 4,
+    sliding_window: 4096, ...longrope(16, 64) } },
+  { arch: "phi3", label: "phi3-longrope-short", types: ["f32", "q8_0"], set: { ...wide, num_key_value_heads: 4,
+    sliding_window: 4096, ...longrope(512, 2048) } },
 ];
 // The quirks (f32 only): `agree` positions [0, agree) must match; some position after it must not.
 const QUIRKS = [
@@ -77,6 +89,8 @@ const QUIRKS = [
     why: "llama.cpp's llama architecture applies no sliding window (llama.attention.sliding_window ignored)" },
   { arch: "phi3", set: { ...wide, num_key_value_heads: 4, sliding_window: 12 }, agree: 12,
     why: "llama.cpp runs phi3 without its sliding window" },
+  { arch: "phi3", set: { ...wide, num_key_value_heads: 4, sliding_window: 4096, ...longrope(48, 192) }, agree: 0,
+    why: "llama.cpp picks longrope's long factors by the context size (64 > 48), Hugging Face and qkv by the sequence (32 <= 48)" },
   { arch: "gemma2", set: { ...wide, num_key_value_heads: 2, head_dim: 64, query_pre_attn_scalar: 24 }, agree: 0,
     why: "llama.cpp's gemma2 ignores gemma2.attention.scale (scores × 1/√head_dim unless 27B's shape)" },
 ];
