@@ -4,7 +4,6 @@
 // float64 PyTorch forward and autograd (fixtures phi3_longrope, phi3_longrope_short) and llama.cpp
 // (tests/gguf/llama/check.mjs).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "io/io_test_util.hpp"
 #include "qkv/arch.hpp"
 #include "qkv/error.hpp"
 #include "qkv/io/gguf_family.hpp"
@@ -23,20 +23,7 @@ namespace fs = std::filesystem;
 namespace qkv {
 namespace {
 
-struct Tmp {
-  fs::path dir;
-  Tmp() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("qkv_longrope_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Tmp() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator()(const std::string& name) const { return (dir / name).string(); }
-};
+using io::test::TempDir;
 
 // The tiny Phi-3 (16-wide heads rotating 8 dims: 4 frequencies) extended from `original` to 64 positions.
 nlohmann::json phi3_config(int original) {
@@ -50,9 +37,9 @@ nlohmann::json phi3_config(int original) {
   return cfg;
 }
 
-Model make(const Tmp& tmp, const std::string& name, const nlohmann::json& cfg) {
-  write_random_checkpoint(tmp(name), cfg, WeightType::F32, 1, 5);
-  return load_lm(tmp(name));
+Model make(const TempDir& tmp, const std::string& name, const nlohmann::json& cfg) {
+  write_random_checkpoint(tmp.path(name), cfg, WeightType::F32, 1, 5);
+  return load_lm(tmp.path(name));
 }
 
 std::vector<float> logits(const Model& m, int T) {
@@ -72,7 +59,7 @@ void expect_error(const std::function<void()>& f, const std::string& part) {
 }
 
 TEST(Longrope, ShortFactorsUpToTheOriginalLengthLongOnesBeyond) {
-  Tmp tmp;
+  TempDir tmp;
   const Model m = make(tmp, "p", phi3_config(8));
   const Arch& a = m.arch;
   ASSERT_EQ(a.rope_scaling.type, "longrope");
@@ -102,7 +89,7 @@ TEST(Longrope, ShortFactorsUpToTheOriginalLengthLongOnesBeyond) {
 }
 
 TEST(Longrope, BadConfigsAreNamed) {
-  Tmp tmp;
+  TempDir tmp;
   auto with = [&](const char* key, const nlohmann::json& v) {
     nlohmann::json cfg = phi3_config(8);
     cfg["rope_scaling"][key] = v;
@@ -120,17 +107,17 @@ TEST(Longrope, BadConfigsAreNamed) {
 }
 
 TEST(Longrope, TravelsThroughGgufAsLlamaCppWritesIt) {
-  Tmp tmp;
+  TempDir tmp;
   const Model hf = make(tmp, "p", phi3_config(8));
-  const auto choices = save_gguf_lm(hf, "", tmp("p.gguf"), io::GgmlType::F32);
+  const auto choices = save_gguf_lm(hf, "", tmp.path("p.gguf"), io::GgmlType::F32);
   ASSERT_GE(choices.size(), 2u);
   EXPECT_EQ(choices[0].name, "rope_factors_long.weight");
   EXPECT_EQ(choices[1].name, "rope_factors_short.weight");
   EXPECT_EQ(choices[0].ne, std::vector<uint64_t>{4});
-  const io::GgufFile f = io::GgufFile::open(tmp("p.gguf"));
+  const io::GgufFile f = io::GgufFile::open(tmp.path("p.gguf"));
   EXPECT_EQ(f.metadata().get_int("phi3.rope.scaling.original_context_length"), 8);
   EXPECT_NEAR(f.metadata().get_float("phi3.rope.scaling.attn_factor"), std::sqrt(2.0), 1e-7);
-  const Model gg = load_lm(tmp("p.gguf"));
+  const Model gg = load_lm(tmp.path("p.gguf"));
   EXPECT_EQ(gg.arch.rope_scaling.type, "longrope");
   EXPECT_EQ(gg.arch.rope_scaling.long_factor, hf.arch.rope_scaling.long_factor);  // exact in float32
   EXPECT_EQ(gg.arch.rope_scaling.short_factor, hf.arch.rope_scaling.short_factor);
@@ -151,8 +138,8 @@ TEST(Longrope, TravelsThroughGgufAsLlamaCppWritesIt) {
   lcfg["rope_scaling"]["long_factor"] = lcfg["rope_scaling"]["short_factor"];
   lcfg["original_max_position_embeddings"] = 16;
   const Model llama = make(tmp, "l", lcfg);
-  expect_error([&] { save_gguf_lm(llama, "", tmp("l.gguf"), io::GgmlType::F32); }, "phi3 only");
-  EXPECT_FALSE(fs::exists(tmp("l.gguf")));
+  expect_error([&] { save_gguf_lm(llama, "", tmp.path("l.gguf"), io::GgmlType::F32); }, "phi3 only");
+  EXPECT_FALSE(fs::exists(tmp.path("l.gguf")));
 }
 
 }  // namespace
