@@ -152,9 +152,6 @@ Arch gpt2_arch_from_gguf(const io::GgufFile& f) {
   return a;
 }
 
-// llama.cpp's per-frequency rope factors (its converter's form of Llama 3.1's llama3 scaling), in llama
-// files as llama.cpp reads them: F32 [rotary_dim / 2], frequency i divided by value i (Arch::validate:
-// finite and > 0).
 // One factor per rotary frequency from tensor `name` (F32 [rotary_dim / 2]); empty when the file has none.
 // Only `arch`'s files carry it, as only llama.cpp's loader of that architecture reads it.
 std::vector<double> rope_factor_tensor(const io::GgufFile& f, const std::string& g, const Arch& a, const char* name,
@@ -173,6 +170,8 @@ std::vector<double> rope_factor_tensor(const io::GgufFile& f, const std::string&
   return {v.begin(), v.end()};
 }
 
+// llama.cpp's per-frequency rope factors (its converter's form of Llama 3.1's llama3 scaling), in llama
+// files as llama.cpp reads them: frequency i divided by value i (Arch::validate: finite and > 0).
 void read_rope_freqs(const io::GgufFile& f, const std::string& g, Arch& a) {
   a.rope_scaling.freq_factors = rope_factor_tensor(f, g, a, kRopeFreqs, "llama", "per-frequency rope factors");
 }
