@@ -560,7 +560,7 @@ void write_gguf(const std::string& path, const GgufMetadata& metadata,
   }
   std::set<std::string> names;
   uint64_t offset = 0;
-  std::vector<uint64_t> offsets;
+  std::vector<uint64_t> sizes;
   for (const auto& t : tensors) {
     const std::string tw = path + ": tensor " + qname(t.name);
     if (t.name.empty() || t.name.size() > GgufFile::kMaxName || !valid_utf8(t.name))
@@ -576,7 +576,7 @@ void write_gguf(const std::string& path, const GgufMetadata& metadata,
       data_error(tw + ": ne[0] = " + std::to_string(ne0) + " is not a multiple of " + tr->name +
                  "'s block size");
     const uint64_t nbytes = numel / uint64_t(tr->block_size) * tr->type_size;
-    if (t.data.size() != nbytes)
+    if (!t.produce && t.data.size() != nbytes)
       data_error(tw + ": holds " + std::to_string(t.data.size()) + " bytes, its shape and type need " +
                  std::to_string(nbytes));
     put_str(head, t.name);
@@ -584,16 +584,25 @@ void write_gguf(const std::string& path, const GgufMetadata& metadata,
     for (uint64_t d : t.ne) put<uint64_t>(head, d);
     put<uint32_t>(head, uint32_t(t.type));
     put<uint64_t>(head, offset);
-    offsets.push_back(offset);
+    sizes.push_back(nbytes);
     offset += nbytes + (alignment - nbytes % alignment) % alignment;
   }
   head.append((alignment - head.size() % alignment) % alignment, '\0');
   write_file_atomic(path, [&](std::FILE* f) {
     write_bytes(f, head.data(), head.size(), path);
     const std::string zeros(alignment, '\0');
-    for (const auto& t : tensors) {
-      write_bytes(f, t.data.data(), t.data.size(), path);
-      write_bytes(f, zeros.data(), (alignment - t.data.size() % alignment) % alignment, path);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const GgufWriteTensor& t = tensors[i];
+      std::vector<unsigned char> made;
+      if (t.produce) {
+        made = t.produce();
+        if (made.size() != sizes[i])
+          data_error(path + ": tensor " + qname(t.name) + ": produced " + std::to_string(made.size()) +
+                     " bytes, its shape and type need " + std::to_string(sizes[i]));
+      }
+      const std::vector<unsigned char>& d = t.produce ? made : t.data;
+      write_bytes(f, d.data(), d.size(), path);
+      write_bytes(f, zeros.data(), (alignment - d.size() % alignment) % alignment, path);
     }
   });
 }

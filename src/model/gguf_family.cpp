@@ -507,40 +507,45 @@ io::GgufMetadata arch_metadata(const Arch& a, const std::string& g, const std::s
   return md;
 }
 
-// One weight as llama.cpp stores it: fp32 rows of in-features (GPT-2's Conv1D [in, out] transposed),
-// Gemma's gains as 1 + w, llama's Q/K rows permuted; its type as llama.cpp's converter picks it.
-io::GgufWriteTensor gguf_tensor(const Model& model, const TensorSpec& s, const std::string& g,
-                                const io::GgufMix& mix, const io::GgufMixModel& mm, const std::string& path,
-                                GgufTensorChoice& choice) {
+// How one weight is stored: llama.cpp's name, its dims as nn.Linear keeps them (GPT-2's Conv1D [in, out]
+// as [out, in]: ne = {in, out}), and its type — 1-D tensors and the position embedding F32, as llama.cpp's
+// converter keeps them (and llama-quantize leaves them), the matrices as the mix says.
+GgufTensorChoice gguf_choice(const Model& model, const TensorSpec& s, const io::GgufMix& mix,
+                             const io::GgufMixModel& mm) {
+  const Weight& wt = slot(model, s);
+  std::vector<uint64_t> ne(wt.shape.rbegin(), wt.shape.rend());
+  if (wt.in_out) ne = {uint64_t(wt.shape[0]), uint64_t(wt.shape[1])};
+  const std::string name = gguf_name(s);
+  const GgmlType t =
+      ne.size() == 1 || s.role == Role::wpe ? GgmlType::F32 : io::gguf_mix_tensor_type(mix, mm, name, ne[0]);
+  return {name, t, ne};
+}
+
+// Its bytes: fp32 rows of in-features (GPT-2's Conv1D transposed), Gemma's gains as 1 + w, llama's Q/K rows
+// permuted, then converted or quantized to the chosen type.
+std::vector<unsigned char> gguf_bytes(const Model& model, const TensorSpec& s, const std::string& g,
+                                      const GgufTensorChoice& c, const std::string& path) {
   const Arch& a = model.arch;
   const Weight& wt = slot(model, s);
   std::vector<float> buf(size_t(wt.numel())), tmp;
   wt.read(0, wt.numel(), buf.data());
-  std::vector<uint64_t> ne(wt.shape.rbegin(), wt.shape.rend());
   if (wt.in_out) {  // [in, out] -> [out, in]
     const int64_t in = wt.shape[0], out = wt.shape[1];
     tmp.resize(buf.size());
     for (int64_t i = 0; i < in; ++i)
       for (int64_t o = 0; o < out; ++o) tmp[size_t(o * in + i)] = buf[size_t(i * out + o)];
     buf.swap(tmp);
-    ne = {uint64_t(in), uint64_t(out)};
   }
   if (a.norm == NormKind::RMSNormPlusOne && wt.shape.size() == 1 && is_norm_weight(s.role))
     for (float& x : buf) x = 1.0f + x;  // llama.cpp's converter stores Gemma's gain 1 + w (in fp32 here)
   if (const int heads = permuted_heads(g, a, s.role)) {
     tmp.resize(buf.size());
-    const int64_t rows = int64_t(ne.back()), cols = wt.numel() / rows;
+    const int64_t rows = int64_t(c.ne.back()), cols = wt.numel() / rows;
     permute_rows(buf.data(), tmp.data(), rows, cols, heads, true);
     buf.swap(tmp);
   }
-  // 1-D tensors and the position embedding stay F32, as llama.cpp's converter keeps them (and
-  // llama-quantize leaves them); the matrices as the mix says.
-  const std::string name = gguf_name(s);
-  const GgmlType t =
-      ne.size() == 1 || s.role == Role::wpe ? GgmlType::F32 : io::gguf_mix_tensor_type(mix, mm, name, ne[0]);
-  choice = {name, t, ne};
   try {
-    return io::make_gguf_tensor(choice.name, t, ne, buf.data());
+    return io::make_gguf_tensor(c.name, c.type, c.ne, buf.data()).data;
   } catch (const Error& e) {
     data_error(path + ": " + e.what());
   }
@@ -614,10 +619,16 @@ std::vector<GgufTensorChoice> save_gguf_lm(const Model& model, const std::string
   io::GgufMixModel mm{g, model.arch.n_layer, model.arch.H, model.arch.n_kv, true};
   for (const TensorSpec& s : model.table)
     if (gguf_name(s) == "output.weight") mm.tied = false;
+  // Each tensor made when the writer reaches it: one weight in memory at a time, not the whole model.
   std::vector<io::GgufWriteTensor> tensors;
-  std::vector<GgufTensorChoice> choices(model.table.size());
-  for (size_t i = 0; i < model.table.size(); ++i)
-    tensors.push_back(gguf_tensor(model, model.table[i], g, mix, mm, path, choices[i]));
+  std::vector<GgufTensorChoice> choices;
+  for (const TensorSpec& s : model.table) {
+    choices.push_back(gguf_choice(model, s, mix, mm));
+    const GgufTensorChoice& c = choices.back();
+    tensors.push_back({c.name, c.type, c.ne, {}, [&model, &s, &g, c, &path] {
+                         return gguf_bytes(model, s, g, c, path);
+                       }});
+  }
   // The rope factor tensors first, as llama.cpp's converter writes them: llama3's rope_freqs, or longrope's
   // long then short factors.
   const RopeScaling& rs = model.arch.rope_scaling;

@@ -15,6 +15,7 @@
 // key or tensor.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -160,13 +161,17 @@ struct GgufWriteTensor {
   GgmlType type = GgmlType::F32;
   std::vector<uint64_t> ne;         // innermost first
   std::vector<unsigned char> data;  // exactly ggml_row_size(type, ne[0]) × ne[1] × ... bytes
+  // Or, when set (and data empty), made when the writer reaches this tensor, so that a whole model is never
+  // held in memory at once (qkv convert): the same size rule, checked then.
+  std::function<std::vector<unsigned char>()> produce;
 };
 
 // Writes a version-3 GGUF: header, metadata in the given order, tensor infos in the given order, each
 // tensor's data at the next multiple of the alignment (`general.alignment` when the metadata sets it,
 // else 32) with zero padding, as llama.cpp's gguf writer lays it out. Atomic (temporary file + rename).
 // Throws qkv::Error naming `path` and the tensor or key on empty/duplicate/too-long names, more than 4
-// dims, a row not a whole number of blocks, a data size that does not match, or a bad alignment value.
+// dims, a row not a whole number of blocks, a data size that does not match, or a bad alignment value
+// (an error while producing a tensor, or its size, leaves no file).
 void write_gguf(const std::string& path, const GgufMetadata& metadata,
                 const std::vector<GgufWriteTensor>& tensors);
 
