@@ -106,15 +106,24 @@ QKV_SIMD void rows_pass(const unsigned char* W, std::size_t row_bytes, int n0, i
   }
 }
 
-// Rows of x in passes of at most 4 (the accumulators of 4 rows fit the 16 registers of AVX2).
+// Rows of x per pass: 4 (the accumulators of 4 rows fit the 16 registers of AVX2), or fewer where a
+// decoder says so (Dec::kMaxRows: its bit work and 8 accumulators would spill).
+template <class Dec>
+constexpr int rows_per_pass() {
+  if constexpr (requires { Dec::kMaxRows; }) return Dec::kMaxRows;
+  return 4;
+}
+
+// Rows of x in passes of at most rows_per_pass.
 template <class Isa, class Dec>
 QKV_SIMD void rows_all(const unsigned char* W, int n0, int n1, int K, const float* x, int ldx, int M,
                        float* y, int ldy, bool accumulate) {
   const std::size_t rb = std::size_t(K / Dec::kBlock) * Dec::kBytes;
-  for (int m0 = 0; m0 < M; m0 += 4) {
+  constexpr int kRows = rows_per_pass<Dec>();
+  for (int m0 = 0; m0 < M; m0 += kRows) {
     const float* xm = x + std::size_t(m0) * ldx;
     float* ym = y + std::size_t(m0) * ldy;
-    switch (std::min(4, M - m0)) {
+    switch (std::min(kRows, M - m0)) {
       case 1:
         rows_pass<Isa, Dec, 1>(W, rb, n0, n1, K, xm, ldx, ym, ldy, accumulate);
         break;
