@@ -34,8 +34,9 @@ template <class T>
 void norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                    NormKind kind, int N, int d);
 
-// The rotation angles of positions 0 .. T-1 for an Arch (θ, rotary_dim, rope scaling), as lm_forward.cpp
-// computes them: cos and sin [T, rotary_dim/2] in double.
+// The rotation angles of positions 0 .. T-1 for an Arch (θ, rotary_dim, rope scaling; longrope's factors for a
+// sequence of T and its attention factor): cos and sin [T, rotary_dim/2] in double (lm_forward.cpp rounds
+// them to float).
 struct RopeTable {
   int T = 0, dh = 0, r = 0;
   bool adjacent = false;

@@ -88,7 +88,7 @@ RopeTable rope_table(const Arch& a, int T) {
   RopeTable t;
   t.T = T, t.dh = a.dh, t.r = a.rotary_dim, t.adjacent = a.pairing == RotaryPairing::Adjacent;
   const int half = a.rotary_dim / 2;
-  const std::vector<double> inv = rope_inv_freq(a, T);  // as lm_forward.cpp's rope_tables, kept in double
+  const std::vector<double> inv = rope_inv_freq(a, T);
   const double m = rope_attention_factor(a);
   t.cos.resize(size_t(T) * half);
   t.sin.resize(size_t(T) * half);

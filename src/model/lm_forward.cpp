@@ -15,6 +15,7 @@
 #include "qkv/io/qmatmul.hpp"
 #include "qkv/io/qpanel.hpp"
 #include "qkv/lm.hpp"
+#include "qkv/lm_train.hpp"
 #include "qkv/rowops.hpp"
 #include "qkv/ops.hpp"
 #include "qkv/pgemm.hpp"
@@ -309,20 +310,13 @@ void hook_heads(const Ctx& c, const std::string& prefix, const char* suffix, flo
   for (int b = 0; b < c.B; b++) rows_to_heads(x + b * per, t.data() + b * per, H, c.T, dh);
 }
 
-// The rotation angles' cos and sin [T, r/2] for a forward whose positions are below T, computed in double:
-// θ_i = pos · inv_freq_i (longrope: its factors for a sequence of T), times longrope's attention factor.
+// The rotation angles' cos and sin [T, r/2] for a forward whose positions are below T: the training
+// forward's table (lm_train.hpp's rope_table, in double: θ_i = pos · inv_freq_i, longrope's factors for a
+// sequence of T and its attention factor) rounded to float.
 void rope_tables(const Arch& a, int T, std::vector<float>& cs, std::vector<float>& sn) {
-  const int half = a.rotary_dim / 2;
-  const std::vector<double> inv = rope_inv_freq(a, T);
-  const double m = rope_attention_factor(a);
-  cs.resize(size_t(T) * half);
-  sn.resize(size_t(T) * half);
-  for (int t = 0; t < T; t++)
-    for (int i = 0; i < half; i++) {
-      const double ang = double(t) * inv[size_t(i)];
-      cs[size_t(t) * half + i] = float(std::cos(ang) * m);
-      sn[size_t(t) * half + i] = float(std::sin(ang) * m);
-    }
+  const lm_ops::RopeTable r = lm_ops::rope_table(a, T);
+  cs.assign(r.cos.begin(), r.cos.end());
+  sn.assign(r.sin.begin(), r.sin.end());
 }
 
 // x [H, T, dh] rotated in place, row t to position pos[t] (the tables' row): pairs (i, i + r/2)
