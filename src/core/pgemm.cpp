@@ -21,7 +21,7 @@ namespace {
 
 struct PgemmPath {
   FlashPath path;
-  int mr, nr;  // a tile's rows and columns (a group of the packed panel)
+  int mr, nr, w;  // a tile's rows and columns (a group of the packed panel), the vector's lanes
   void (*panel)(int, int, int, const float*, long, const float*, bool, float*, long);
   void (*pack_rows)(const float*, long, int, int, int, float*);
 };
@@ -38,8 +38,8 @@ void pgemm_pack_rows_avx2(const float* rows, long ld, int n, int K, int nr, floa
 
 namespace {
 constexpr PgemmPath kX86[] = {
-    {FlashPath::Avx512, 8, 32, flash_detail::pgemm_panel_avx512, flash_detail::pgemm_pack_rows_avx512},
-    {FlashPath::Avx2, 4, 24, flash_detail::pgemm_panel_avx2, flash_detail::pgemm_pack_rows_avx2},
+    {FlashPath::Avx512, 8, 32, 16, flash_detail::pgemm_panel_avx512, flash_detail::pgemm_pack_rows_avx512},
+    {FlashPath::Avx2, 4, 24, 8, flash_detail::pgemm_panel_avx2, flash_detail::pgemm_pack_rows_avx2},
 };
 constexpr std::span<const PgemmPath> kPaths(kX86);
 }  // namespace
@@ -119,22 +119,26 @@ void pgemm(int M, int N, int K, const float* A, int lda, const PackB& pack, bool
     return;
   }
   const int nr = p->nr;
-  // Panels: as many as a multiple of the threads, within the caps, the column groups shared out evenly.
+  // The threads' shares of the columns end on whole vectors, as equal as that allows (1024 columns are 512
+  // each, where groups of 24 would give one thread 22 groups and the other 21); each share in as few
+  // panels of whole groups as the caps allow, equal in groups.
   const int team = omp_get_level() == 0 && double(M) * N * K >= 2e6 ? gemm_threads() : 1;
   const long cap = std::clamp<long>(kPanelFloats / K / nr * nr, nr, kMaxPanelCols);
-  const long groups = (N + nr - 1) / nr;
-  const int panels = int(std::min<long>(groups, team * ((N + team * cap - 1) / (team * cap))));
-  const long width = (groups + panels - 1) / panels * nr;  // the widest panel
-  const int threads = std::min(team, panels);
+  const long vectors = (N + p->w - 1) / p->w;
+  const int threads = int(std::min<long>(team, vectors));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int s0 = int(vectors * t / nt * p->w), s1 = int(std::min<long>(vectors * (t + 1) / nt * p->w, N));
+    const long groups = (s1 - s0 + nr - 1) / nr;
+    const long panels = std::max<long>(1, (s1 - s0 + cap - 1) / cap);
     static thread_local std::vector<float> buf;
-    const size_t need = size_t(width) * K + 16;
+    const size_t need = size_t((groups + panels - 1) / panels * nr) * K + 16;
     if (buf.size() < need) buf.resize(need);
     float* bp = buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
-#pragma omp for schedule(static)
-    for (int q = 0; q < panels; q++) {
-      const int j0 = int(groups * q / panels * nr), n = int(std::min<long>(groups * (q + 1) / panels * nr, N) - j0);
+    for (long q = 0; q < panels && s0 < s1; q++) {
+      const int j0 = s0 + int(groups * q / panels * nr);
+      const int n = int(std::min<long>(s0 + groups * (q + 1) / panels * nr, s1) - j0);
       pack(j0, n, nr, bp);
       p->panel(M, n, K, A, lda, bp, accumulate, C + j0, ldc);
     }

@@ -11,9 +11,10 @@
 namespace qkv::flash_detail {
 namespace {
 
-// C[i, 0:NR) (+)= Σ_k ap[k, i] · bp[k, 0:NR) for i < R, NR = NV vectors, k in order; C from its own values
-// when acc. ap holds the rows' k steps interleaved, 8 floats a step (pack_a), bp the panel's group.
-template <int R, int NV>
+// C[i, 0:NV·W) (+)= Σ_k ap[k, i] · bp[k, 0:NV·W) for i < R, k in order; C from its own values when acc.
+// ap holds the rows' k steps interleaved, 8 floats a step (pack_a), bp the panel's group, S vectors a k
+// step (S = NV but for a panel's last, narrower columns, which read the first NV of a group's S).
+template <int R, int NV, int S = NV>
 QKV_SIMD void pgemm_tile(int kc, const float* ap, const float* bp, float* c, long ldc, bool acc) {
   using V = typename Isa::V;
   constexpr int W = Isa::W;
@@ -25,7 +26,7 @@ QKV_SIMD void pgemm_tile(int kc, const float* ap, const float* bp, float* c, lon
   for (int k = 0; k < kc; k++) {
     V b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) b[v] = Isa::load(bp + (k * NV + v) * W);
+    for (int v = 0; v < NV; v++) b[v] = Isa::load(bp + (k * S + v) * W);
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
       const V x = Isa::set1(ap[8 * k + i]);
@@ -44,6 +45,19 @@ using PgemmTileFn = void (*)(int, const float*, const float*, float*, long, bool
 template <int NV, int... R>
 constexpr auto pgemm_tiles(std::integer_sequence<int, R...>) {
   return std::array<PgemmTileFn, sizeof...(R)>{&pgemm_tile<R + 1, NV>...};
+}
+
+// A group's first v < NV vectors of columns (a panel's last columns, a multiple of W): all 8 packed rows in
+// one tile where its 8·v accumulators fit beside the MR·NV of the full tile (an 8 × 8 AVX2 tile keeps
+// 8 FMA chains in flight where 4 × 8 would have 4), else tiles of MR rows.
+template <int MR, int NV>
+constexpr int pgemm_edge_rows(int v) {
+  return 8 * v <= MR * NV ? 8 : MR;
+}
+
+template <int MR, int NV, int... V>
+constexpr auto pgemm_edge_tiles(std::integer_sequence<int, V...>) {
+  return std::array<PgemmTileFn, sizeof...(V)>{&pgemm_tile<pgemm_edge_rows<MR, NV>(V + 1), V + 1, NV>...};
 }
 
 // 8 rows of 8 floats (row stride ld) -> 8 columns of dst (row stride ldd): the 8 × 8 transpose.
@@ -80,13 +94,15 @@ QKV_SIMD inline void pack_a(const float* a, long lda, int rows, bool more, int k
 // steps at a time (the panel's KC × n floats stay in L2 while A's rows pass). Each block of 8 rows × KC of
 // A is interleaved into ap once (MR strided rows read directly would share L1 sets when the row stride is a
 // multiple of 4 KiB, as d = 1024 makes it), then each group of the panel takes tiles of MR rows (MR divides
-// 8). Tiles cut by M or n go through a local tile (their rows through a smaller kernel).
+// 8). A group cut by n to whole vectors goes straight to C through narrower tiles (pgemm.cpp ends the threads'
+// shares on vectors, not groups); other cut tiles through a local tile (their rows through a smaller kernel).
 template <int MR, int NV, int KC>
 QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const float* bp, bool accumulate, float* C,
                           long ldc) {
   static_assert(8 % MR == 0, "a tile's rows divide the 8 rows packed together");
   constexpr int NR = NV * Isa::W;
   static constexpr auto tiles = pgemm_tiles<NV>(std::make_integer_sequence<int, MR>{});
+  static constexpr auto edge_tiles = pgemm_edge_tiles<MR, NV>(std::make_integer_sequence<int, NV - 1>{});
   const int groups = (n + NR - 1) / NR;
   alignas(64) float edge[MR * NR];
   alignas(64) float ap[8 * KC];
@@ -99,6 +115,11 @@ QKV_SIMD void pgemm_panel(int M, int n, int K, const float* A, long lda, const f
       for (int g = 0; g < groups; g++) {
         const float* b = bp + (long(g) * K + k0) * NR;
         const int cols = std::min(NR, n - g * NR);
+        if (cols < NR && cols % Isa::W == 0 && rows8 == 8) {  // narrower tiles straight into C
+          const int v = cols / Isa::W, er = pgemm_edge_rows<MR, NV>(v);
+          for (int r0 = 0; r0 < 8; r0 += er) edge_tiles[v - 1](kc, ap + r0, b, C + (i0 + r0) * ldc + g * NR, ldc, acc);
+          continue;
+        }
         for (int r0 = 0; r0 < rows8; r0 += MR) {
           const int rows = std::min(MR, rows8 - r0);
           float* c = C + (i0 + r0) * ldc + g * NR;

@@ -60,7 +60,7 @@ std::vector<float> transposed(const std::vector<float>& B, int R, int C) {
 TEST_P(Pgemm, EqualsItsTwinBitForBitAndDoubleToRounding) {
   unsigned seed = 1;
   for (int M : {1, 3, 4, 5, 7, 8, 9, 12, 13, 17, 50})
-    for (int N : {1, 15, 23, 24, 25, 31, 32, 33, 49, 70})
+    for (int N : {1, 15, 16, 23, 24, 25, 31, 32, 33, 40, 48, 49, 70})  // 16, 40, 48: whole vectors past a group
       for (int K : {1, 7, 8, 9, 255, 256, 257, 513, 600}) {
         const auto A = randu(size_t(M) * K, seed++), B = randu(size_t(N) * K, seed++),
                    C0 = randu(size_t(M) * N, seed++);
@@ -82,26 +82,30 @@ TEST_P(Pgemm, EqualsItsTwinBitForBitAndDoubleToRounding) {
       }
 }
 
-// Row strides beyond the row (A and C inside wider matrices), and large enough for the threads.
+// Row strides beyond the row (A and C inside wider matrices), and large enough for the threads, whose shares
+// end on whole vectors inside a group (700 and 1024 columns with AVX2's groups of 24 and AVX-512's of 32).
 TEST_P(Pgemm, StridedAndThreadedSameBits) {
-  const int M = 70, N = 700, K = 300, lda = 320, ldc = 731;
-  const auto A = randu(size_t(M) * lda, 7), B = randu(size_t(N) * K, 8);
-  std::vector<float> C1(size_t(M) * ldc, 5.0f), C2 = C1;
-  pgemm(M, N, K, A.data(), lda, packer(B, N, K, true), false, C1.data(), ldc);
+  for (int N : {700, 1024}) {
+    const int M = 70, K = 300, lda = 320, ldc = N + 31;
+    const auto A = randu(size_t(M) * lda, 7), B = randu(size_t(N) * K, 8);
+    std::vector<float> C1(size_t(M) * ldc, 5.0f), C2 = C1;
+    pgemm(M, N, K, A.data(), lda, packer(B, N, K, true), false, C1.data(), ldc);
 #pragma omp parallel num_threads(2)
-  {
+    {
 #pragma omp single
-    pgemm(M, N, K, A.data(), lda, packer(B, N, K, true), false, C2.data(), ldc);  // inside a region: 1 thread
+      pgemm(M, N, K, A.data(), lda, packer(B, N, K, true), false, C2.data(), ldc);  // in a region: 1 thread
+    }
+    EXPECT_EQ(C1, C2);
+    for (int i = 0; i < M; i++)
+      for (int j = N; j < ldc; j++) ASSERT_EQ(C1[size_t(i) * ldc + j], 5.0f) << "wrote past column N";
+    std::vector<float> Ad(size_t(M) * K);
+    for (int i = 0; i < M; i++)
+      for (int k = 0; k < K; k++) Ad[size_t(i) * K + k] = A[size_t(i) * lda + k];
+    const auto want = twin(Ad, B, std::vector<float>(size_t(M) * N), M, N, K, false);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++)
+        ASSERT_EQ(C1[size_t(i) * ldc + j], want[size_t(i) * N + j]) << i << "," << j;
   }
-  EXPECT_EQ(C1, C2);
-  for (int i = 0; i < M; i++)
-    for (int j = N; j < ldc; j++) ASSERT_EQ(C1[size_t(i) * ldc + j], 5.0f) << "wrote past column N";
-  std::vector<float> Ad(size_t(M) * K);
-  for (int i = 0; i < M; i++)
-    for (int k = 0; k < K; k++) Ad[size_t(i) * K + k] = A[size_t(i) * lda + k];
-  const auto want = twin(Ad, B, std::vector<float>(size_t(M) * N), M, N, K, false);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) ASSERT_EQ(C1[size_t(i) * ldc + j], want[size_t(i) * N + j]) << i << "," << j;
 }
 
 TEST_P(Pgemm, EmptyAndZeroDepth) {
