@@ -83,10 +83,11 @@ TEST_P(Pgemm, EqualsItsTwinBitForBitAndDoubleToRounding) {
 }
 
 // Row strides beyond the row (A and C inside wider matrices), and large enough for the threads, whose shares
-// end on whole vectors inside a group (700 and 1024 columns with AVX2's groups of 24 and AVX-512's of 32).
+// end on whole vectors inside a group (700 and 1024 columns with AVX2's groups of 24 and AVX-512's of 32),
+// or past the last whole vector (9 columns: 8 and 1).
 TEST_P(Pgemm, StridedAndThreadedSameBits) {
-  for (int N : {700, 1024}) {
-    const int M = 70, K = 300, lda = 320, ldc = N + 31;
+  for (int N : {9, 700, 1024}) {
+    const int M = N < 100 ? 1000 : 70, K = 300, lda = 320, ldc = N + 31;
     const auto A = randu(size_t(M) * lda, 7), B = randu(size_t(N) * K, 8);
     std::vector<float> C1(size_t(M) * ldc, 5.0f), C2 = C1;
     pgemm(M, N, K, A.data(), lda, packer(B, N, K, true), false, C1.data(), ldc);
