@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <span>
 
 #include "qkv/error.hpp"
 #include "qkv/flash.hpp"
@@ -178,6 +179,25 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
   return true;
 }
 
+// buf's first 64-byte aligned float, with room for n floats after it (the half decoders then write each row's
+// tiles in place, io/qpanel.hpp).
+float* aligned_rows(std::vector<float>& buf, size_t n) {
+  if (buf.size() < n + 16) buf.resize(n + 16);
+  return buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
+}
+
+// Rows [r0, r0 + cnt) of an [out, in] weight as float32 rows: float32 in place, half and quantized ones
+// expanded into rows by the vector decoders of the ISA in use, other types converted through scratch.
+const float* weight_rows(const Weight& W, int r0, int cnt, float* rows, std::vector<float>& scratch) {
+  const int in = int(W.shape[1]);
+  if (W.type == WeightType::F32) return static_cast<const float*>(W.data) + int64_t(r0) * in;
+  if (const auto t = fused_type(W)) {
+    io::dequantize_panel(*t, W.data, r0, r0 + cnt, in, rows);
+    return rows;
+  }
+  return W.f32(int64_t(r0) * in, int64_t(cnt) * in, scratch);
+}
+
 // Fills pgemm's panel with output columns [j0, j0 + n) of W (pgemm.hpp's PackB), nr rows of W at a time:
 // an [out, in] weight's rows transposed (float32 read in place, half and quantized ones expanded by the
 // vector decoders of the ISA in use, other types converted), a Conv1D [in, out] weight's row segments copied.
@@ -200,22 +220,63 @@ void pack_weight(const Weight& W, int j0, int n, int nr, float* dst) {
     }
     return;
   }
-  const auto t = fused_type(W);
-  if (tmp.size() < size_t(nr) * in + 16) tmp.resize(size_t(nr) * in + 16);
-  float* rows = tmp.data() + (16 - reinterpret_cast<std::uintptr_t>(tmp.data()) % 64 / 4) % 16;
+  float* rows = aligned_rows(tmp, size_t(nr) * in);
   for (int g = 0; g * nr < n; g++) {
     const int r0 = j0 + g * nr, cnt = std::min(nr, n - g * nr);
-    const float* src = nullptr;
-    if (W.type == WeightType::F32) {
-      src = static_cast<const float*>(W.data) + int64_t(r0) * in;
-    } else if (t) {
-      io::dequantize_panel(*t, W.data, r0, r0 + cnt, in, rows);
-      src = rows;
-    } else {
-      src = W.f32(int64_t(r0) * in, int64_t(cnt) * in, scratch);
-    }
-    pgemm_pack_rows(src, in, cnt, in, nr, dst + long(g) * in * nr);
+    pgemm_pack_rows(weight_rows(W, r0, cnt, rows, scratch), in, cnt, in, nr, dst + long(g) * in * nr);
   }
+}
+
+// Weights side by side ([out_p, in] each, their outputs adjacent columns of y: Llama's separate q, k and v)
+// in one packed product over their stacked rows, so the threads share all its columns at once (pgemm.cpp)
+// instead of each thread taking part of three narrow products; a group of columns across two weights
+// takes rows of both. Same bits as one product each (every output's k order is the tile's). False where
+// linear_packed would be (few rows, no packed GEMM, a Conv1D or undecodable weight).
+bool linear_packed_stack(float* y, int ldy, const float* x, int N, std::span<const Weight* const> ws,
+                         std::span<const Weight* const> bs) {
+  if (N <= io::kQMatmulMaxRows || !pgemm_supported()) return false;
+  const int in = int(ws[0]->shape[1]);
+  std::vector<int> off{0};
+  for (const Weight* W : ws) {
+    const auto t = fused_type(*W);
+    if (W->in_out || int(W->shape[1]) != in) return false;
+    if (t ? in % io::ggml_type_traits(uint32_t(*t))->block_size != 0 : W->type == WeightType::GGML) return false;
+    off.push_back(off.back() + int(W->shape[0]));
+  }
+  // y = the biases side by side first (zeros for a weight without one), then the product accumulates
+  std::vector<float> bias_row;
+  for (size_t p = 0; p < ws.size(); p++)
+    if (bs[p] && bs[p]->present()) {
+      bias_row.resize(size_t(off.back()));
+      std::vector<float> tmp;
+      std::copy_n(bs[p]->f32(0, off[p + 1] - off[p], tmp), off[p + 1] - off[p], bias_row.begin() + off[p]);
+    }
+  const bool bias = !bias_row.empty();
+#pragma omp parallel for schedule(static) if (bias && long(N) * off.back() >= kParallelElems)
+  for (int i = 0; i < (bias ? N : 0); i++) std::copy(bias_row.begin(), bias_row.end(), y + long(i) * ldy);
+  const auto pack = [&](int j0, int n, int nr, float* dst) {
+    static thread_local std::vector<float> tmp, part, scratch;
+    float* rows = aligned_rows(tmp, size_t(nr) * in);
+    for (int g = 0; g * nr < n; g++) {
+      const int r0 = j0 + g * nr, cnt = std::min(nr, n - g * nr);
+      size_t p = std::upper_bound(off.begin(), off.end(), r0) - off.begin() - 1;
+      const float* src = nullptr;
+      if (r0 + cnt <= off[p + 1]) {
+        src = weight_rows(*ws[p], r0 - off[p], cnt, rows, scratch);
+      } else {  // rows of two (or more) weights: each weight's rows copied into place
+        for (int r = r0; r < r0 + cnt; p++) {
+          const int c = std::min(r0 + cnt, off[p + 1]) - r;
+          const float* s = weight_rows(*ws[p], r - off[p], c, aligned_rows(part, size_t(nr) * in), scratch);
+          std::copy_n(s, size_t(c) * in, rows + size_t(r - r0) * in);
+          r += c;
+        }
+        src = rows;
+      }
+      pgemm_pack_rows(src, in, cnt, in, nr, dst + long(g) * in * nr);
+    }
+  };
+  pgemm(N, off.back(), in, x, in, pack, bias, y, ldy);
+  return true;
 }
 
 // Many rows (more than kQMatmulMaxRows: a prefill) on the paths with a packed GEMM (pgemm.hpp: avx512,
@@ -437,9 +498,13 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   float* P = st.qkv.data();
   std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
-    linear(P, total, u, R, w.wq, &w.bq, st.k);
-    linear(P + qd, total, u, R, w.wk, &w.bk, st.k);
-    linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.k);
+    const Weight* ws[] = {&w.wq, &w.wk, &w.wv};
+    const Weight* bs[] = {&w.bq, &w.bk, &w.bv};
+    if (!linear_packed_stack(P, total, u, R, ws, bs)) {
+      linear(P, total, u, R, w.wq, &w.bq, st.k);
+      linear(P + qd, total, u, R, w.wk, &w.bk, st.k);
+      linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.k);
+    }
   } else {
     linear(P, total, u, R, w.wqkv, &w.bqkv, st.k);
   }
