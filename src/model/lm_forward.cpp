@@ -130,6 +130,13 @@ bool linear_fused(float* y, int ldy, const float* x, int N, const Weight& W, boo
   return true;
 }
 
+// buf's first 64-byte aligned float, with room for n floats after it (the half decoders then write each row's
+// tiles in place, io/qpanel.hpp).
+float* aligned_rows(std::vector<float>& buf, size_t n) {
+  if (buf.size() < n + 16) buf.resize(n + 16);
+  return buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
+}
+
 // Many rows (a prefill) through a half or quantized [out, in] weight where linear_packed does not apply (the
 // portable and NEON paths, QKV_GEMM=blis): each thread expands a panel of
 // about kPanelRows rows (about the core's L2: 256 rows × 1024 floats = 1 MiB), but about 2 MiB at most (fewer rows
@@ -165,10 +172,8 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
   const int threads = std::max(1, std::min(team, panels));
 #pragma omp parallel num_threads(threads)
   {
-    // 64-byte aligned: the half decoders then write each row's tiles in place (io/qpanel.hpp)
     static thread_local std::vector<float> buf;
-    if (buf.size() < size_t(most) * in + 16) buf.resize(size_t(most) * in + 16);
-    float* panel = buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
+    float* panel = aligned_rows(buf, size_t(most) * in);
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < panels; ++p) {
       const int r0 = panel_start(out, panels, p), n = panel_start(out, panels, p + 1) - r0;
@@ -177,13 +182,6 @@ bool linear_panels(float* y, int ldy, const float* x, int N, const Weight& W, fl
     }
   }
   return true;
-}
-
-// buf's first 64-byte aligned float, with room for n floats after it (the half decoders then write each row's
-// tiles in place, io/qpanel.hpp).
-float* aligned_rows(std::vector<float>& buf, size_t n) {
-  if (buf.size() < n + 16) buf.resize(n + 16);
-  return buf.data() + (16 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / 4) % 16;
 }
 
 // Rows [r0, r0 + cnt) of an [out, in] weight as float32 rows: float32 in place, half and quantized ones
@@ -227,6 +225,13 @@ void pack_weight(const Weight& W, int j0, int n, int nr, float* dst) {
   }
 }
 
+// Whether pack_weight expands W (input width in): a type the decoders expand, in whole blocks, or any
+// non-GGML type; other GGML types stay with W.f32's path, which names the error.
+bool packable(const Weight& W, int in) {
+  const auto t = fused_type(W);
+  return t ? in % io::ggml_type_traits(uint32_t(*t))->block_size == 0 : W.type != WeightType::GGML;
+}
+
 // Weights side by side ([out_p, in] each, their outputs adjacent columns of y: Llama's separate q, k and v)
 // in one packed product over their stacked rows, so the threads share all its columns at once (pgemm.cpp)
 // instead of each thread taking part of three narrow products; a group of columns across two weights
@@ -238,9 +243,7 @@ bool linear_packed_stack(float* y, int ldy, const float* x, int N, std::span<con
   const int in = int(ws[0]->shape[1]);
   std::vector<int> off{0};
   for (const Weight* W : ws) {
-    const auto t = fused_type(*W);
-    if (W->in_out || int(W->shape[1]) != in) return false;
-    if (t ? in % io::ggml_type_traits(uint32_t(*t))->block_size != 0 : W->type == WeightType::GGML) return false;
+    if (W->in_out || int(W->shape[1]) != in || !packable(*W, in)) return false;
     off.push_back(off.back() + int(W->shape[0]));
   }
   // y = the biases side by side first (zeros for a weight without one), then the product accumulates
@@ -287,9 +290,7 @@ bool linear_packed_stack(float* y, int ldy, const float* x, int N, std::span<con
 bool linear_packed(float* y, int ldy, const float* x, int N, const Weight& W, bool accumulate) {
   if (N <= io::kQMatmulMaxRows || !pgemm_supported()) return false;  // few rows: a panel would cost a weight copy
   const int in = int(W.in_out ? W.shape[0] : W.shape[1]), out = int(W.in_out ? W.shape[1] : W.shape[0]);
-  // fused_type: the types the decoders expand, [out, in] only; other GGML types stay with W.f32's path
-  const auto t = fused_type(W);
-  if (t ? in % io::ggml_type_traits(uint32_t(*t))->block_size != 0 : W.type == WeightType::GGML) return false;
+  if (!packable(W, in)) return false;
   pgemm(N, out, in, x, in, [&W](int j0, int n, int nr, float* dst) { pack_weight(W, j0, n, nr, dst); }, accumulate,
         y, ldy);
   return true;
