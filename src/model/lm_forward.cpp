@@ -638,6 +638,74 @@ void add_rows(float* x, const float* y, long n) {
   for (long i = 0; i < n; i++) x[i] += y[i];
 }
 
+
+// Whether block l of this run goes on past its attention with each sequence's last kTrimRows rows only:
+// the last block of a run that wants the last position's logits (last_only), when no hook asks for an
+// activation after its attention output and the run does not stop there. Its MLP and residual for the
+// earlier rows feed nothing (llama.cpp's prefill skips them too: its graph keeps only the output rows
+// there). kTrimRows, not 1: more rows than the few-row kernels take (io::kQMatmulMaxRows), so the kept
+// rows' products run in the kernels the whole block would have used, each row's sums in the same order
+// (every op there is row by row), and the last row's values are the full block's bit for bit whatever
+// the weight's layout (a Hugging Face Conv1D and its GGUF copy give the same bytes).
+constexpr int kTrimRows = io::kQMatmulMaxRows + 1;
+
+bool trims_block(const Ctx& c, const RunOptions& opt, int l) {
+  if (!opt.last_only || l != c.a.n_layer - 1 || opt.stop_at_layer == l || c.a.attn_only() || c.T <= kTrimRows)
+    return false;
+  if (!c.hooks || !c.hooks->wants) return true;
+  const std::string b = "blocks." + std::to_string(l) + ".";
+  for (const char* s : {"hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post",
+                        "hook_mlp_out", "hook_resid_post"})
+    if (c.wants(b, s)) return false;
+  return true;
+}
+
+// The last r rows of each of the B sequences of p [B·T, d] to the front, [B·r, d] (in order, so nothing is
+// overwritten before it is read).
+void keep_last_rows(float* p, int B, int T, int r, int d) {
+  for (int s = 0; s < B; s++) std::copy(p + (long(s) * T + T - r) * d, p + long(s + 1) * T * d, p + long(s) * r * d);
+}
+
+// Block l after its attention output att: x += mlp(norm(x + att)) + att, or with a parallel residual
+// x += att + mlp(norm(the block's input, st.xin)), every hook point on the way. `trim` (trims_block): x,
+// att and st.xin keep each sequence's last kTrimRows rows first, the rest runs on those, and c.T says so.
+void mlp_half(Ctx& c, int l, float* x, float* att, bool trim) {
+  const Arch& a = c.a;
+  const BlockWeights& w = c.m.blocks[size_t(l)];
+  RunState& st = c.st;
+  const int d = a.d;
+  const std::string b = "blocks." + std::to_string(l) + ".";
+  if (trim) {
+    keep_last_rows(x, c.B, c.T, kTrimRows, d);
+    keep_last_rows(att, c.B, c.T, kTrimRows, d);
+    if (a.parallel_residual) keep_last_rows(st.xin.data(), c.B, c.T, kTrimRows, d);
+    c.T = kTrimRows;
+  }
+  const int R = c.R(), T = c.T;
+  const long n = long(R) * d;
+  // The MLP's output goes where the attention's was (dead once added to x), unless the residual is
+  // parallel (HF: mlp_out + attn_out + x needs both).
+  if (a.parallel_residual) grow(st.m, size_t(n));
+  float* mo = a.parallel_residual ? st.m.data() : att;
+  float* u = st.u.data();
+  if (a.parallel_residual) {
+    norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, R, d);
+  } else {
+    add_rows(x, att, n);
+    c.maybe(b, "hook_resid_mid", x, {T, d});
+    profile::Scope p_("norm");
+    norm_rows(u, x, w.ln2_w, w.ln2_b, a, R, d);
+  }
+  c.maybe(b, "ln2.hook_normalized", u, {T, d});
+  {
+    profile::Scope p_("mlp block");
+    mlp_block(c, l, u, mo);
+  }
+  if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, R, d);
+  c.maybe(b, "hook_mlp_out", mo, {T, d});
+  if (a.parallel_residual) add_rows(mo, att, n);  // HF: mlp_out + attn_out + x
+  add_rows(x, mo, n);
+}
 }  // namespace
 
 void apply_rotary(const Arch& a, float* x, int n, const int* pos) {
@@ -683,11 +751,14 @@ double lm_forward_flops(const Arch& a, int T, bool last_only) {
   double per_block = 2 * t * d * (a.q_dim() + 2.0 * a.kv_dim())  // Q, K, V
                      + 4 * causal * a.H * a.dh                    // q·kᵀ and A·v over the causal pairs
                      + 2 * t * a.q_dim() * d;                     // W_O
+  double mlp_row = 0;
   if (!a.attn_only()) {
-    const bool gated = a.gated_mlp();
-    per_block += 2 * t * d * a.d_ff * (gated ? 3 : 2);
+    mlp_row = 2 * d * a.d_ff * (a.gated_mlp() ? 3 : 2);
+    per_block += t * mlp_row;
   }
-  return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size;
+  // last_only: the last block's MLP runs on the last kTrimRows rows alone (trims_block)
+  const double trimmed = last_only && T > kTrimRows ? (t - kTrimRows) * mlp_row : 0;
+  return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size - trimmed;
 }
 
 // Each row's position and the start of its run (st.pos, st.seg) from the attention mask, which must give
@@ -808,31 +879,8 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
     attention_block(c, l, u, att);
     if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, R, d);
     c.maybe(b, "hook_attn_out", att, {T, d});
-    if (!a.attn_only()) {
-      // The MLP's output goes where the attention's was (dead once added to x), unless the residual is
-      // parallel (HF: mlp_out + attn_out + x needs both).
-      if (a.parallel_residual) grow(st.m, Td);
-      float* mo = a.parallel_residual ? st.m.data() : att;
-      if (a.parallel_residual) {
-        norm_rows(u, st.xin.data(), w.ln2_w, w.ln2_b, a, R, d);
-      } else {
-        add_rows(x, att, long(Td));
-        c.maybe(b, "hook_resid_mid", x, {T, d});
-        profile::Scope p_("norm");
-        norm_rows(u, x, w.ln2_w, w.ln2_b, a, R, d);
-      }
-      c.maybe(b, "ln2.hook_normalized", u, {T, d});
-      {
-        profile::Scope p_("mlp block");
-        mlp_block(c, l, u, mo);
-      }
-      if (a.post_norms) norm_rows(mo, mo, w.post_mlp_w, Weight{}, a, R, d);
-      c.maybe(b, "hook_mlp_out", mo, {T, d});
-      if (a.parallel_residual) add_rows(mo, att, long(Td));  // HF: mlp_out + attn_out + x
-      add_rows(x, mo, long(Td));
-    } else {
-      add_rows(x, att, long(Td));
-    }
+    if (!a.attn_only()) mlp_half(c, l, x, att, trims_block(c, opt, l));
+    else add_rows(x, att, long(Td));
     c.maybe(b, "hook_resid_post", x, {T, d});
     if (opt.stop_at_layer == l) {
       commit();
@@ -842,10 +890,11 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
   }
 
   // logits = norm_f(x) · Wᵀ (lm_head, or the embedding when tied), soft-capped for Gemma 2
+  // x holds B · c.T rows: c.T = T, or fewer after a trimmed last block (trims_block)
   const int rows = opt.last_only ? B : R;  // last_only: each sequence's last row
-  const float* xf = x + long(R - rows) * d;
+  const float* xf = x + long(c.R() - rows) * d;
   if (opt.last_only && B > 1) {
-    for (int s = 0; s < B; s++) std::copy_n(x + (long(s) * T + T - 1) * d, d, u + long(s) * d);
+    for (int s = 0; s < B; s++) std::copy_n(x + (long(s) * c.T + c.T - 1) * d, d, u + long(s) * d);
     xf = u;  // normalised in place
   }
   norm_rows(u, xf, m.lnf_w, m.lnf_b, a, rows, d);

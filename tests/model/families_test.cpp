@@ -177,6 +177,70 @@ TEST(Families, KvCacheDecodingEqualsTheFullForward) {
   }
 }
 
+// A run that wants the last position's logits (last_only, what `qkv run`, the bench and generation's prefill
+// ask for) runs the last block's MLP on each sequence's last 9 rows alone (trims_block): on every family,
+// one sequence or a batch of two, its logits are the full run's last rows to rounding and those of the
+// untrimmed last_only run (a hook on that MLP keeps every row) bit for bit, and the residual it leaves is
+// the last 9 rows' (so the trim did happen).
+TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
+  for (const std::string& type : supported_model_types()) {
+    SCOPED_TRACE(type);
+    nlohmann::json cfg = default_config(type, "tiny");
+    cfg["initializer_range"] = 0.2;
+    const std::string dir = (fs::temp_directory_path() / ("qkv_last_" + type + "_" + std::to_string(::getpid()))).string();
+    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 17);
+    const Model m = load_lm(dir);
+    const int T = 20, V = m.arch.vocab_size, d = m.arch.d, L = m.arch.n_layer;
+    std::vector<int> ids;
+    for (int i = 0; i < 2 * T; i++) ids.push_back((i * 89 + 3) % V);
+    const std::vector<int> first(ids.begin(), ids.begin() + T), second(ids.begin() + T, ids.end());
+    const std::string post = "blocks." + std::to_string(L - 1) + ".hook_resid_post";
+    const auto full = run_with_cache(m, first, [&](const std::string& n) { return n == post; }, false);
+    RunState fst;
+    const std::vector<float> full2 = run(m, second, fst);
+    const auto near = [&](const float* got, const float* want, int n) {
+      double err = 0, scale = 0;
+      for (int i = 0; i < n; i++) {
+        err = std::max(err, double(std::abs(got[i] - want[i])));
+        scale = std::max(scale, double(std::abs(want[i])));
+      }
+      return err <= 2e-6 * scale;
+    };
+    const float* want = full.at("logits").data() + size_t(T - 1) * V;
+    RunState st;
+    RunOptions o;
+    o.last_only = true;
+    const std::vector<float> last = run(m, first, st, o);
+    ASSERT_EQ(last.size(), size_t(V));
+    EXPECT_TRUE(near(last.data(), want, V));
+    const float* resid = full.at(post).data();
+    const int kept = 9;
+    EXPECT_TRUE(near(st.x.data() + size_t(kept - 1) * d, resid + size_t(T - 1) * d, d)) << "the last rows left";
+    EXPECT_TRUE(near(st.x.data(), resid + size_t(T - kept) * d, d));
+    EXPECT_FALSE(near(st.x.data(), resid, d));
+    const std::vector<float> trimmed = last;
+    RunOptions b = o;
+    b.batch = 2;
+    const std::vector<float> both = run(m, ids, st, b);
+    ASSERT_EQ(both.size(), size_t(2 * V));
+    EXPECT_TRUE(near(both.data(), want, V));
+    EXPECT_TRUE(near(both.data() + V, full2.data() + size_t(T - 1) * V, V));
+    // asked for, the last block's MLP output comes for every row
+    Hooks h;
+    std::vector<int64_t> shape;
+    h.wants = [&](const std::string& n) { return n == "blocks." + std::to_string(L - 1) + ".hook_mlp_out"; };
+    h.fn = [&](const std::string&, ActView v) { shape = v.shape; };
+    RunOptions hooked = o;
+    hooked.hooks = &h;
+    const std::vector<float> last_hooked = run(m, first, st, hooked);
+    if (!m.arch.attn_only()) {
+      EXPECT_EQ(shape, (std::vector<int64_t>{T, d}));
+    }
+    EXPECT_EQ(0, std::memcmp(last_hooked.data(), trimmed.data(), size_t(V) * sizeof(float)));
+    fs::remove_all(dir);
+  }
+}
+
 // A run resumed at block l from the full run's resid_pre there (what patching does for a patch at l)
 // gives the full run's activations and logits bit for bit, on every family and at every block; a
 // resumed run without the residual, or with a cache, is a usage error.
