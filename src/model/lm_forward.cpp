@@ -547,12 +547,17 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   const int win = a.window_of(l);
   const bool materialise = c.materialise_all || c.padded || c.wants(b, "hook_attn_scores") ||
                            c.wants(b, "hook_pattern") || a.attn_softcap > 0 || (win > 0 && win < T);
-  scope.emplace(cache || materialise ? "attention (materialised)" : "attention (flash)");
+  // A run into an empty cache (a prompt's prefill) attends over its own rows only, as a run without a
+  // cache: the fused kernel, unless something asks for the materialised path.
+  const bool fused = !materialise && (!cache || off == 0);
+  scope.emplace(fused ? "attention (flash)" : "attention (materialised)");
   if (cache) {
     // Append the new rows' (rotated) keys and values, then attend over everything cached.
     kv_detail::append(*cache, l, st.k.data(), st.v.data(), c.B, K, T, dh);
-    attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(), size_t(cache->cap) * dh,
-                           off);
+    if (fused) attention_flash(c, z);
+    else
+      attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(),
+                             size_t(cache->cap) * dh, off);
   } else if (materialise) {
     attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
   } else {

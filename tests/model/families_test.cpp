@@ -177,6 +177,32 @@ TEST(Families, KvCacheDecodingEqualsTheFullForward) {
   }
 }
 
+// A prompt's prefill into an empty cache attends over its own rows, as a run without a cache does, through
+// the same kernel (the fused one, unless the layer needs the materialised path): the same logits bit for
+// bit, on every family; and the cache holds the prompt.
+TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
+  for (const std::string& type : supported_model_types()) {
+    SCOPED_TRACE(type);
+    nlohmann::json cfg = default_config(type, "tiny");
+    cfg["initializer_range"] = 0.2;
+    const std::string dir = (fs::temp_directory_path() / ("qkv_pre_" + type + "_" + std::to_string(::getpid()))).string();
+    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 19);
+    const Model m = load_lm(dir);
+    std::vector<int> ids;
+    for (int i = 0; i < 30; i++) ids.push_back((i * 61 + 11) % m.arch.vocab_size);
+    RunState a, b;
+    const std::vector<float> plain = run(m, ids, a);
+    KvCache cache;
+    RunOptions o;
+    o.cache = &cache;
+    const std::vector<float>& cached = run(m, ids, b, o);
+    ASSERT_EQ(cached.size(), plain.size());
+    EXPECT_EQ(0, std::memcmp(cached.data(), plain.data(), plain.size() * sizeof(float)));
+    EXPECT_EQ(cache.len, int(ids.size()));
+    fs::remove_all(dir);
+  }
+}
+
 // A run that wants the last position's logits (last_only, what `qkv run`, the bench and generation's prefill
 // ask for) runs the last block's MLP on each sequence's last 9 rows alone (trims_block): on every family,
 // one sequence or a batch of two, its logits are the full run's last rows to rounding and those of the
