@@ -139,11 +139,7 @@ namespace {
 TEST(Families, KvCacheDecodingEqualsTheFullForward) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
-    nlohmann::json cfg = default_config(type, "tiny");
-    cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_kv_" + type + "_" + std::to_string(::getpid()))).string();
-    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 11);
-    const Model m = load_lm(dir);
+    const Model m = family_cases::random_tiny(type, "kv", 11);
     std::vector<int> ids;
     for (int i = 0; i < 24; i++) ids.push_back((i * 131 + 7) % m.arch.vocab_size);
     RunState full_st;
@@ -173,7 +169,6 @@ TEST(Families, KvCacheDecodingEqualsTheFullForward) {
     RunOptions too_long = with;
     std::vector<int> many(size_t(m.arch.n_ctx), 1);
     EXPECT_THROW(run(m, many, st, too_long), Error) << "cached + new beyond the context";
-    fs::remove_all(dir);
   }
 }
 
@@ -183,11 +178,7 @@ TEST(Families, KvCacheDecodingEqualsTheFullForward) {
 TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
-    nlohmann::json cfg = default_config(type, "tiny");
-    cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_pre_" + type + "_" + std::to_string(::getpid()))).string();
-    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 19);
-    const Model m = load_lm(dir);
+    const Model m = family_cases::random_tiny(type, "pre", 19);
     std::vector<int> ids;
     for (int i = 0; i < 30; i++) ids.push_back((i * 61 + 11) % m.arch.vocab_size);
     RunState a, b;
@@ -199,7 +190,6 @@ TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
     ASSERT_EQ(cached.size(), plain.size());
     EXPECT_EQ(0, std::memcmp(cached.data(), plain.data(), plain.size() * sizeof(float)));
     EXPECT_EQ(cache.len, int(ids.size()));
-    fs::remove_all(dir);
   }
 }
 
@@ -211,11 +201,7 @@ TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
 TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
-    nlohmann::json cfg = default_config(type, "tiny");
-    cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_last_" + type + "_" + std::to_string(::getpid()))).string();
-    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 17);
-    const Model m = load_lm(dir);
+    const Model m = family_cases::random_tiny(type, "last", 17);
     const int T = 20, V = m.arch.vocab_size, d = m.arch.d, L = m.arch.n_layer;
     std::vector<int> ids;
     for (int i = 0; i < 2 * T; i++) ids.push_back((i * 89 + 3) % V);
@@ -263,7 +249,6 @@ TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
       EXPECT_EQ(shape, (std::vector<int64_t>{T, d}));
     }
     EXPECT_EQ(0, std::memcmp(last_hooked.data(), trimmed.data(), size_t(V) * sizeof(float)));
-    fs::remove_all(dir);
   }
 }
 
@@ -273,11 +258,7 @@ TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
 TEST(Families, StartAtLayerFromTheCachedResidualIsBitIdentical) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
-    nlohmann::json cfg = default_config(type, "tiny");
-    cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_start_" + type + "_" + std::to_string(::getpid()))).string();
-    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 13);
-    const Model m = load_lm(dir);
+    const Model m = family_cases::random_tiny(type, "start", 13);
     std::vector<int> ids;
     for (int i = 0; i < 20; i++) ids.push_back((i * 97 + 5) % m.arch.vocab_size);
     const auto full = run_with_cache(m, ids);
@@ -298,7 +279,6 @@ TEST(Families, StartAtLayerFromTheCachedResidualIsBitIdentical) {
     EXPECT_THROW(run(m, ids, st, bad), Error);  // no residual given
     bad.start_at_layer = m.arch.n_layer;
     EXPECT_THROW(run(m, ids, st, bad), Error);  // no such block
-    fs::remove_all(dir);
   }
 }
 

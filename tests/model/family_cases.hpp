@@ -37,6 +37,20 @@ inline std::vector<Case> cases() {
   return out;
 }
 
+// A random tiny checkpoint of family `type` (default_config's "tiny", initializer_range 0.2 so that every
+// op moves the logits), written to a directory named after `tag`, the family and this process, loaded and
+// the directory removed (the mapping stays valid).
+inline Model random_tiny(const std::string& type, const std::string& tag, uint64_t seed) {
+  nlohmann::json cfg = default_config(type, "tiny");
+  cfg["initializer_range"] = 0.2;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("qkv_" + tag + "_" + type + "_" + std::to_string(::getpid()))).string();
+  write_random_checkpoint(dir, cfg, WeightType::F32, 1, seed);
+  Model m = load_lm(dir);
+  std::filesystem::remove_all(dir);
+  return m;
+}
+
 // Remakes the case's checkpoint as `qkv init` does: the same config and the same random draws, in a
 // directory named after `tag`, the case and this process.
 inline std::string make_checkpoint(const Case& c, const std::string& tag = "families") {

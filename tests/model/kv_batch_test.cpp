@@ -13,6 +13,7 @@
 #include "qkv/arch.hpp"
 #include "qkv/error.hpp"
 #include "qkv/lm.hpp"
+#include "model/family_cases.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,12 +23,7 @@ namespace {
 TEST(KvBatch, BatchedCachedStepsEqualEachSequencesOwnCachedRun) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
-    nlohmann::json cfg = default_config(type, "tiny");
-    cfg["initializer_range"] = 0.2;
-    const std::string dir = (fs::temp_directory_path() / ("qkv_kvb_" + type + "_" + std::to_string(::getpid()))).string();
-    write_random_checkpoint(dir, cfg, WeightType::F32, 1, 3);
-    const Model m = load_lm(dir);
-    fs::remove_all(dir);
+    const Model m = family_cases::random_tiny(type, "kvb", 3);
     const int V = m.arch.vocab_size, B = 3, T = 6;
     const std::vector<int> lens = {6, 2, 4};
     std::vector<int> ids(size_t(B) * T, 0);
