@@ -643,7 +643,6 @@ void add_rows(float* x, const float* y, long n) {
   for (long i = 0; i < n; i++) x[i] += y[i];
 }
 
-
 // Whether block l of this run goes on past its attention with each sequence's last kTrimRows rows only:
 // the last block of a run that wants the last position's logits (last_only), when no hook asks for an
 // activation after its attention output and the run does not stop there. Its MLP and residual for the
@@ -711,6 +710,7 @@ void mlp_half(Ctx& c, int l, float* x, float* att, bool trim) {
   if (a.parallel_residual) add_rows(mo, att, n);  // HF: mlp_out + attn_out + x
   add_rows(x, mo, n);
 }
+
 }  // namespace
 
 void apply_rotary(const Arch& a, float* x, int n, const int* pos) {
