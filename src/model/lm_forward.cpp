@@ -551,18 +551,15 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   // cache: the fused kernel, unless something asks for the materialised path.
   const bool fused = !materialise && (!cache || off == 0);
   scope.emplace(fused ? "attention (flash)" : "attention (materialised)");
-  if (cache) {
-    // Append the new rows' (rotated) keys and values, then attend over everything cached.
-    kv_detail::append(*cache, l, st.k.data(), st.v.data(), c.B, K, T, dh);
-    if (fused) attention_flash(c, z);
-    else
-      attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(),
-                             size_t(cache->cap) * dh, off);
-  } else if (materialise) {
-    attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
-  } else {
+  // The new rows' (rotated) keys and values join the cache; a later run attends over everything cached.
+  if (cache) kv_detail::append(*cache, l, st.k.data(), st.v.data(), c.B, K, T, dh);
+  if (fused)
     attention_flash(c, z);
-  }
+  else if (cache)
+    attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(), size_t(cache->cap) * dh,
+                           off);
+  else
+    attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
   // z [B, H, T, dh] -> zm [B·T, H·dh] (which is TransformerLens's hook_z [(B,) T, H, dh] as it lies)
   float* zm = st.q.data();  // [B·T, H·dh]: R · qd floats, st.q's size
   for (int s = 0; s < c.B; s++) heads_to_rows(zm + s * qs, z + s * qs, H, T, dh);
