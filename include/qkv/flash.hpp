@@ -44,6 +44,13 @@ void flash_attention_backward_gqa(const float* q, const float* k, const float* v
                                   const float* lse, const float* dz, float* dq, float* dk, float* dv, int H,
                                   int n_kv, int T, int dh, float scale);
 
+// The forward for the last Tq queries alone (a run that wants only its last rows' outputs): q, z
+// [H, Tq, dh] are rows T − Tq .. T − 1, lse [H, Tq]; k, v [n_kv, T, dh] all T rows. Each row's z and lse
+// are flash_attention_forward_gqa's for that row bit for bit, on every path (the keys go in the same
+// tiles whichever rows are asked for). Requires 1 <= Tq <= T (else throws qkv::Error).
+void flash_attention_forward_last(const float* q, const float* k, const float* v, float* z, float* lse, int H,
+                                  int n_kv, int T, int Tq, int dh, float scale);
+
 // Reference twins: materialise S and A per head in double. Slow, obviously correct. The reference
 // backward recomputes A from q and k in double and does not read z or lse.
 void flash_attention_forward_reference(const float* q, const float* k, const float* v, float* z, float* lse,

@@ -21,19 +21,19 @@ namespace flash_detail {
 // stub returning false / doing nothing where its ISA cannot be compiled.
 bool avx512_available();
 void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv,
-                    int T, int dh, float scale);
+                    int T, int q0, int dh, float scale);
 void backward_avx512(const float* q, const float* k, const float* v, const float* z, const float* lse,
                      const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale);
 bool vexp_avx512(const float* x, float* y, int n);
 bool avx2_available();
 void forward_avx2(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
-                  int dh, float scale);
+                  int q0, int dh, float scale);
 void backward_avx2(const float* q, const float* k, const float* v, const float* z, const float* lse,
                    const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale);
 bool vexp_avx2(const float* x, float* y, int n);
 bool neon_available();
 void forward_neon(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
-                  int dh, float scale);
+                  int q0, int dh, float scale);
 void backward_neon(const float* q, const float* k, const float* v, const float* z, const float* lse,
                    const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale);
 bool vexp_neon(const float* x, float* y, int n);
@@ -65,12 +65,13 @@ float dot(const float* a, const float* b, int n) {
 
 // ---- portable path: row-wise online softmax, plain loops the compiler may auto-vectorise ----
 
-// z_i = Σ_{j<=i} softmax_j(scale q_i·k_j) v_j, one query row at a time, keys in tiles of kTile.
-// Query head h reads key/value head h / (H / n_kv).
+// z_i = Σ_{j<=i} softmax_j(scale q_i·k_j) v_j, one query row at a time (rows q0 .. T - 1: q, z hold T - q0
+// rows a head), keys in tiles of kTile. Query head h reads key/value head h / (H / n_kv).
 void forward_portable(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv,
-                      int T, int dh, float scale) {
+                      int T, int q0, int dh, float scale) {
   constexpr int kTile = 64;
-  const long rows = static_cast<long>(H) * T;
+  const int Tq = T - q0;
+  const long rows = static_cast<long>(H) * Tq;
 #pragma omp parallel
   {
     // per-thread scratch, grown once and kept: steady-state calls allocate nothing
@@ -81,9 +82,9 @@ void forward_portable(const float* q, const float* k, const float* v, float* z, 
     for (long w = 0; w < rows; ++w) {
       const int h = static_cast<int>(w % H);
       const int i = T - 1 - static_cast<int>(w / H);  // long rows first
-      const size_t base = static_cast<size_t>(h) * T * dh;
+      const size_t base = (static_cast<size_t>(h) * Tq + static_cast<size_t>(i - q0)) * dh;
       const size_t kvbase = static_cast<size_t>(h / (H / n_kv)) * T * dh;
-      const float* qi = q + base + static_cast<size_t>(i) * dh;
+      const float* qi = q + base;
       float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j0 = 0; j0 <= i; j0 += kTile) {
@@ -104,9 +105,9 @@ void forward_portable(const float* q, const float* k, const float* v, float* z, 
         }
         m = mt;
       }
-      float* zi = z + base + static_cast<size_t>(i) * dh;
+      float* zi = z + base;
       for (int d = 0; d < dh; ++d) zi[d] = acc[d] / l;
-      lse[static_cast<size_t>(h) * T + i] = m + std::log(l);
+      lse[static_cast<size_t>(h) * Tq + i - q0] = m + std::log(l);
     }
   }
 }
@@ -171,7 +172,7 @@ void backward_portable(const float* q, const float* k, const float* v, const flo
 
 struct Kernels {
   FlashPath path;
-  void (*forward)(const float*, const float*, const float*, float*, float*, int, int, int, int, float);
+  void (*forward)(const float*, const float*, const float*, float*, float*, int, int, int, int, int, float);
   void (*backward)(const float*, const float*, const float*, const float*, const float*, const float*, float*,
                    float*, float*, int, int, int, float);
   bool (*vexp)(const float*, float*, int);
@@ -313,13 +314,22 @@ bool vexp(const float* x, float* y, int n) {
 void flash_attention_forward(const float* q, const float* k, const float* v, float* z, float* lse, int H,
                              int T, int dh, float scale) {
   check_shape("flash_attention_forward", H, T, dh);
-  active().forward(q, k, v, z, lse, H, H, T, dh, scale);
+  active().forward(q, k, v, z, lse, H, H, T, 0, dh, scale);
 }
 
 void flash_attention_forward_gqa(const float* q, const float* k, const float* v, float* z, float* lse, int H,
                                  int n_kv, int T, int dh, float scale) {
   check_shape("flash_attention_forward_gqa", H, T, dh, n_kv);
-  active().forward(q, k, v, z, lse, H, n_kv, T, dh, scale);
+  active().forward(q, k, v, z, lse, H, n_kv, T, 0, dh, scale);
+}
+
+void flash_attention_forward_last(const float* q, const float* k, const float* v, float* z, float* lse, int H,
+                                  int n_kv, int T, int Tq, int dh, float scale) {
+  check_shape("flash_attention_forward_last", H, T, dh, n_kv);
+  if (Tq < 1 || Tq > T)
+    data_error("flash_attention_forward_last: the queries must be 1 .. T = " + std::to_string(T) + " rows, got " +
+               std::to_string(Tq));
+  active().forward(q, k, v, z, lse, H, n_kv, T, T - Tq, dh, scale);
 }
 
 void flash_attention_backward(const float* q, const float* k, const float* v, const float* z,

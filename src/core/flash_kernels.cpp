@@ -286,24 +286,26 @@ QKV_AVX512 bool vexp_avx512(const float* x, float* y, int n) {
 // caller without the target, but the contract is stated rather than left to heuristics).
 
 // One work item w of the forward; Qt, Ot: [dh][kBrF], S: [kBcF][kBrF], this thread's scratch.
-// Query head h reads key/value head h / (H / n_kv).
+// Query head h reads key/value head h / (H / n_kv). The queries are rows q0 .. T - 1 (q, z hold T - q0
+// rows a head); blocks start at q0, keys in tiles from 0 whatever q0 is, so a row's sums are the same
+// whichever rows come with it.
 QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v, float* z, float* lse, int H,
-                                  int n_kv, int T, int dh, float scale, long w, float* Qt, float* Ot,
+                                  int n_kv, int T, int q0, int dh, float scale, long w, float* Qt, float* Ot,
                                   float* S) {
   constexpr int NV = kBrF / 16;
-  const int nqb = (T + kBrF - 1) / kBrF;
+  const int Tq = T - q0, nqb = (Tq + kBrF - 1) / kBrF;
   alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
   const int h = static_cast<int>(w / nqb), qb = nqb - 1 - static_cast<int>(w % nqb);
-  const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
+  const int i0 = q0 + qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
   const int nch = (nq + kBr - 1) / kBr, nv = nch * kQV;  // 48-lane chunks / vectors with real queries
-  const size_t base = static_cast<size_t>(h) * T * dh;
+  const size_t base = static_cast<size_t>(h) * Tq * dh;  // head h's rows q0 .. T - 1
   const size_t kvbase = static_cast<size_t>(h / (H / n_kv)) * T * dh;
   const float *qh = q + base, *kh = k + kvbase, *vh = v + kvbase;
   // Qᵀ[d][r] = scale q[i0 + r][d], zero past T.
   for (int r = 0; r < kBrF; ++r)
     for (int d = 0; d < dh; ++d)
       Qt[static_cast<size_t>(d) * kBrF + r] =
-          r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
+          r < nq ? scale * qh[static_cast<size_t>(i0 - q0 + r) * dh + d] : 0.0f;
   std::memset(Ot, 0, sizeof(float) * dh * kBrF);
   for (int u = 0; u < NV; ++u) {
     _mm512_store_ps(m + 16 * u, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
@@ -351,16 +353,16 @@ QKV_AVX512_ITEM void forward_item(const float* q, const float* k, const float* v
                           std::min(nk, i0 + kBr * (c + 1) - j0), dh, alpha + kBr * c);
   }
   for (int r = 0; r < nq; ++r) {
-    float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
+    float* zr = z + base + static_cast<size_t>(i0 - q0 + r) * dh;
     for (int d = 0; d < dh; ++d) zr[d] = Ot[static_cast<size_t>(d) * kBrF + r] / l[r];
-    lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
+    lse[static_cast<size_t>(h) * Tq + i0 - q0 + r] = m[r] + std::log(l[r]);
   }
 }
 
 // Not QKV_AVX512: see above. Called only when avx512_available().
 void forward_avx512(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv,
-                    int T, int dh, float scale) {
-  const int nqb = (T + kBrF - 1) / kBrF;
+                    int T, int q0, int dh, float scale) {
+  const int nqb = (T - q0 + kBrF - 1) / kBrF;
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
   {
@@ -369,7 +371,7 @@ void forward_avx512(const float* q, const float* k, const float* v, float* z, fl
     float* const Ot = tls_fwd_ot.get(static_cast<size_t>(dh) * kBrF);
     float* const S = tls_fwd_s.get(static_cast<size_t>(kBcF) * kBrF);
 #pragma omp for schedule(dynamic, 1)
-    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, n_kv, T, dh, scale, w, Qt, Ot, S);
+    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, n_kv, T, q0, dh, scale, w, Qt, Ot, S);
   }
 }
 
@@ -572,7 +574,7 @@ bool avx512_available() {
 bool vexp_avx512(const float*, float*, int) {
   return false;
 }
-void forward_avx512(const float*, const float*, const float*, float*, float*, int, int, int, int, float) {}
+void forward_avx512(const float*, const float*, const float*, float*, float*, int, int, int, int, int, float) {}
 void backward_avx512(const float*, const float*, const float*, const float*, const float*, const float*,
                      float*, float*, float*, int, int, int, float) {}
 }  // namespace qkv::flash_detail

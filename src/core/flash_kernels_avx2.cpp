@@ -25,8 +25,8 @@ bool avx2_available() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_available();
 }
 void forward_avx2(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
-                  int dh, float scale) {
-  simd_forward(q, k, v, z, lse, H, n_kv, T, dh, scale);
+                  int q0, int dh, float scale) {
+  simd_forward(q, k, v, z, lse, H, n_kv, T, q0, dh, scale);
 }
 void backward_avx2(const float* q, const float* k, const float* v, const float* z, const float* lse,
                    const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale) {
@@ -43,7 +43,7 @@ namespace qkv::flash_detail {
 bool avx2_available() {
   return false;
 }
-void forward_avx2(const float*, const float*, const float*, float*, float*, int, int, int, int, float) {}
+void forward_avx2(const float*, const float*, const float*, float*, float*, int, int, int, int, int, float) {}
 void backward_avx2(const float*, const float*, const float*, const float*, const float*, const float*, float*,
                    float*, float*, int, int, int, float) {}
 bool vexp_avx2(const float*, float*, int) {

@@ -17,8 +17,8 @@ bool neon_available() {
   return true;
 }
 void forward_neon(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
-                  int dh, float scale) {
-  simd_forward(q, k, v, z, lse, H, n_kv, T, dh, scale);
+                  int q0, int dh, float scale) {
+  simd_forward(q, k, v, z, lse, H, n_kv, T, q0, dh, scale);
 }
 void backward_neon(const float* q, const float* k, const float* v, const float* z, const float* lse,
                    const float* dz, float* dq, float* dk, float* dv, int H, int T, int dh, float scale) {
@@ -35,7 +35,7 @@ namespace qkv::flash_detail {
 bool neon_available() {
   return false;
 }
-void forward_neon(const float*, const float*, const float*, float*, float*, int, int, int, int, float) {}
+void forward_neon(const float*, const float*, const float*, float*, float*, int, int, int, int, int, float) {}
 void backward_neon(const float*, const float*, const float*, const float*, const float*, const float*, float*,
                    float*, float*, int, int, int, float) {}
 bool vexp_neon(const float*, float*, int) {

@@ -219,20 +219,22 @@ QKV_SIMD void d_lanes_add(const float* A, size_t lda, const float* B, size_t ldb
 //   Sᵀ = K Qᵀ·scale (masked); m' = max(m, max_j Sᵀ); Pᵀ = exp(Sᵀ - m'); alpha = exp(m - m')
 //   l = alpha l + Σ_j Pᵀ;  Oᵀ = alpha Oᵀ + Vᵀ Pᵀ;   finally z = Oᵀᵀ / l,  lse = m + log l
 // Query head h reads key/value head h / (H / n_kv). Products run on kVL-lane chunks of the block; a
-// chunk only sees the keys up to its last query (causal tiles and chunk tails skipped).
+// chunk only sees the keys up to its last query (causal tiles and chunk tails skipped). The queries are
+// rows q0 .. T - 1 (q, z hold T - q0 rows a head); blocks start at q0, key tiles at 0 whatever q0 is.
 QKV_SIMD_ITEM void forward_item(const float* q, const float* k, const float* v, float* z, float* lse, int H,
-                                int n_kv, int T, int dh, float scale, long w, float* Qt, float* Ot, float* S) {
-  const int nqb = (T + kBrF - 1) / kBrF;
+                                int n_kv, int T, int q0, int dh, float scale, long w, float* Qt, float* Ot,
+                                float* S) {
+  const int Tq = T - q0, nqb = (Tq + kBrF - 1) / kBrF;
   alignas(64) float m[kBrF], l[kBrF], alpha[kBrF];
   const int h = static_cast<int>(w / nqb), qb = nqb - 1 - static_cast<int>(w % nqb);
-  const int i0 = qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
+  const int i0 = q0 + qb * kBrF, nq = std::min(kBrF, T - i0), kend = i0 + nq;
   const int nch = (nq + kVL - 1) / kVL, nv = nch * kQV;  // chunks / vectors with real queries
-  const size_t base = static_cast<size_t>(h) * T * dh;
+  const size_t base = static_cast<size_t>(h) * Tq * dh;  // head h's rows q0 .. T - 1
   const size_t kvbase = static_cast<size_t>(h / (H / n_kv)) * T * dh;
   const float *qh = q + base, *kh = k + kvbase, *vh = v + kvbase;
   for (int r = 0; r < kBrF; ++r)  // Qᵀ[d][r] = scale q[i0 + r][d], zero past T
     for (int d = 0; d < dh; ++d)
-      Qt[static_cast<size_t>(d) * kBrF + r] = r < nq ? scale * qh[static_cast<size_t>(i0 + r) * dh + d] : 0.0f;
+      Qt[static_cast<size_t>(d) * kBrF + r] = r < nq ? scale * qh[static_cast<size_t>(i0 - q0 + r) * dh + d] : 0.0f;
   std::memset(Ot, 0, sizeof(float) * dh * kBrF);
   for (int r = 0; r < kBrF; ++r) m[r] = -kInf, l[r] = 0.0f;
   for (int j0 = 0; j0 < kend; j0 += kBcF) {
@@ -271,17 +273,17 @@ QKV_SIMD_ITEM void forward_item(const float* q, const float* k, const float* v, 
                           std::min(nk, i0 + kVL * (c + 1) - j0), dh, alpha + kVL * c);
   }
   for (int r = 0; r < nq; ++r) {
-    float* zr = z + base + static_cast<size_t>(i0 + r) * dh;
+    float* zr = z + base + static_cast<size_t>(i0 - q0 + r) * dh;
     for (int d = 0; d < dh; ++d) zr[d] = Ot[static_cast<size_t>(d) * kBrF + r] / l[r];
-    lse[static_cast<size_t>(h) * T + i0 + r] = m[r] + std::log(l[r]);
+    lse[static_cast<size_t>(h) * Tq + i0 - q0 + r] = m[r] + std::log(l[r]);
   }
 }
 
 // Not QKV_SIMD: the OpenMP region lives in a plain function and calls one vector function per item
 // (clang outlines a parallel region without the enclosing function's target attribute).
 void simd_forward(const float* q, const float* k, const float* v, float* z, float* lse, int H, int n_kv, int T,
-                  int dh, float scale) {
-  const int nqb = (T + kBrF - 1) / kBrF;
+                  int q0, int dh, float scale) {
+  const int nqb = (T - q0 + kBrF - 1) / kBrF;
   const long items = static_cast<long>(H) * nqb;
 #pragma omp parallel
   {
@@ -289,7 +291,7 @@ void simd_forward(const float* q, const float* k, const float* v, float* z, floa
     float* const Ot = tls_ot.get(static_cast<size_t>(dh) * kBrF);
     float* const S = tls_s.get(static_cast<size_t>(kBcF) * kBrF);
 #pragma omp for schedule(dynamic, 1)
-    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, n_kv, T, dh, scale, w, Qt, Ot, S);
+    for (long w = 0; w < items; ++w) forward_item(q, k, v, z, lse, H, n_kv, T, q0, dh, scale, w, Qt, Ot, S);
   }
 }
 

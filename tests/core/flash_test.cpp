@@ -194,6 +194,35 @@ TEST_P(FlashKernels, GroupedQueryWithOneGroupEqualsMultiHead) {
   EXPECT_EQ(g1, g2);
 }
 
+// The last Tq queries alone (a run wanting only its last rows, lm_forward's trimmed last block) give the
+// full forward's rows bit for bit: one row, a few, a whole block and more, a start inside a key tile and on
+// a block edge, grouped heads and an odd head size.
+TEST_P(FlashKernels, LastRowsAreTheFullForwardsRows) {
+  unsigned seed = 300;
+  for (auto [T, Tq] : {std::pair{1, 1}, std::pair{9, 9}, std::pair{100, 9}, std::pair{440, 9}, std::pair{512, 9},
+                       std::pair{300, 1}, std::pair{300, 150}, std::pair{333, 145}, std::pair{200, 200}})
+    for (int dh : {24, 64}) {
+      const int H = 4, n_kv = 2;
+      SCOPED_TRACE("T=" + std::to_string(T) + " Tq=" + std::to_string(Tq) + " dh=" + std::to_string(dh));
+      const size_t n = size_t(H) * T * dh, per = size_t(T) * dh, last = size_t(Tq) * dh;
+      const auto q = randn(n, seed++), k = randn(n / 2, seed++), v = randn(n / 2, seed++);
+      std::vector<float> z(n), lse(size_t(H) * T), ql(size_t(H) * last), zl(ql.size()), lsel(size_t(H) * Tq);
+      const float scale = 1.0f / std::sqrt(float(dh));
+      flash_attention_forward_gqa(q.data(), k.data(), v.data(), z.data(), lse.data(), H, n_kv, T, dh, scale);
+      for (int h = 0; h < H; h++) std::copy_n(q.data() + h * per + per - last, last, ql.data() + h * last);
+      flash_attention_forward_last(ql.data(), k.data(), v.data(), zl.data(), lsel.data(), H, n_kv, T, Tq, dh, scale);
+      for (int h = 0; h < H; h++) {
+        EXPECT_TRUE(std::equal(zl.begin() + h * last, zl.begin() + (h + 1) * last, z.begin() + h * per + per - last))
+            << "head " << h;
+        EXPECT_TRUE(std::equal(lsel.begin() + h * Tq, lsel.begin() + (h + 1) * Tq, lse.begin() + h * T + T - Tq))
+            << "head " << h;
+      }
+    }
+  float x = 0.0f;
+  EXPECT_THROW(flash_attention_forward_last(&x, &x, &x, &x, &x, 1, 1, 4, 5, 1, 1.0f), Error);
+  EXPECT_THROW(flash_attention_forward_last(&x, &x, &x, &x, &x, 1, 1, 4, 0, 1, 1.0f), Error);
+}
+
 // The backward's bits do not depend on timing. Heads the threads share (H not a multiple of the team) sum
 // dq over per-thread partials in thread order, so each key block must go to the same thread every run: with
 // blocks handed out dynamically, 5 threads on this machine's 2 cores gave a different last bit in most runs.
