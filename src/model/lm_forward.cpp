@@ -470,22 +470,24 @@ void attention_materialised(const Ctx& c, int l, float* z, const float* k, const
                       T, Tk, dh);
 }
 
-// z [B, H, T, dh] by the fused kernel, one sequence at a time; query head h reads key/value head h / (H / n_kv).
-void attention_flash(const Ctx& c, float* z) {
+// z [B, H, keep, dh] by the fused kernel for each sequence's last `keep` queries (all T but in a trimmed
+// block), one sequence at a time; query head h reads key/value head h / (H / n_kv).
+void attention_flash(const Ctx& c, float* z, int keep) {
   const Arch& a = c.a;
   RunState& st = c.st;
   const int T = c.T, H = a.H, K = a.n_kv, dh = a.dh;
-  grow(st.lse, size_t(c.B) * H * T);
-  const size_t qs = size_t(H) * T * dh, ks = size_t(K) * T * dh;
+  grow(st.lse, size_t(c.B) * H * keep);
+  const size_t qs = size_t(H) * keep * dh, ks = size_t(K) * T * dh;
   // GQA in the kernel itself: k and v stay [n_kv, T, dh], read in place by every head of their group.
   for (int s = 0; s < c.B; s++)
-    flash_attention_forward_gqa(st.q.data() + s * qs, st.k.data() + s * ks, st.v.data() + s * ks, z + s * qs,
-                                st.lse.data() + size_t(s) * H * T, H, K, T, dh, float(a.attn_scale));
+    flash_attention_forward_last(st.q.data() + s * qs, st.k.data() + s * ks, st.v.data() + s * ks, z + s * qs,
+                                 st.lse.data() + size_t(s) * H * keep, H, K, T, keep, dh, float(a.attn_scale));
 }
 
-// a [B·T, d] = attention(u [B·T, d]) for block l, every hook point on the way: the projections over
-// all rows at once, heads, rotation and attention per sequence.
-void attention_block(const Ctx& c, int l, const float* u, float* out) {
+// a [B·keep, d] = attention(u [B·T, d]) for block l, every hook point on the way: the projections over
+// all rows at once, heads, rotation and attention per sequence. keep = c.T, or kTrimRows in a last block
+// trimmed whole (trims_attention): then only each sequence's last keep rows get queries, and W_O.
+void attention_block(const Ctx& c, int l, const float* u, float* out, int keep) {
   const Arch& a = c.a;
   const BlockWeights& w = c.m.blocks[size_t(l)];
   RunState& st = c.st;
@@ -499,25 +501,33 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   float* P = st.qkv.data();
   std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
+    // q over the rows that get queries: every row, or each sequence's last keep (its own product then)
+    const int from = keep == T ? 0 : 1;
     const Weight* ws[] = {&w.wq, &w.wk, &w.wv};
     const Weight* bs[] = {&w.bq, &w.bk, &w.bv};
-    if (!linear_packed_stack(P, total, u, R, ws, bs)) {
-      linear(P, total, u, R, w.wq, &w.bq, st.k);
+    if (!linear_packed_stack(P + (from ? qd : 0), total, u, R, std::span(ws).subspan(from),
+                             std::span(bs).subspan(from))) {
+      if (!from) linear(P, total, u, R, w.wq, &w.bq, st.k);
       linear(P + qd, total, u, R, w.wk, &w.bk, st.k);
       linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.k);
+    }
+    for (int s = 0; s < (from ? c.B : 0); s++) {
+      const size_t r0 = size_t(s) * T + T - keep;
+      linear(P + r0 * total, total, u + r0 * d, keep, w.wq, &w.bq, st.k);
     }
   } else {
     linear(P, total, u, R, w.wqkv, &w.bqkv, st.k);
   }
-  // [B, heads, T, dh]: sequence s's rows of P into its own heads
-  const size_t qs = size_t(H) * T * dh, ks = size_t(K) * T * dh;
+  // [B, heads, T, dh]: sequence s's rows of P into its own heads (queries: its last keep rows)
+  const size_t qs = size_t(H) * keep * dh, ks = size_t(K) * T * dh;
   grow(st.q, qs * c.B);
   grow(st.k, ks * c.B);
   grow(st.v, ks * c.B);
   const bool neox = a.qkv_layout == QkvLayout::NeoxPerHead;
   for (int s = 0; s < c.B; s++) {
     const float* Ps = P + size_t(s) * T * total;
-    to_heads(st.q.data() + s * qs, Ps, T, total, H, dh, [&](int h) { return neox ? h * 3 * dh : h * dh; });
+    to_heads(st.q.data() + s * qs, Ps + size_t(T - keep) * total, keep, total, H, dh,
+             [&](int h) { return neox ? h * 3 * dh : h * dh; });
     to_heads(st.k.data() + s * ks, Ps, T, total, K, dh, [&](int h) { return neox ? h * 3 * dh + dh : qd + h * dh; });
     to_heads(st.v.data() + s * ks, Ps, T, total, K, dh,
              [&](int h) { return neox ? h * 3 * dh + 2 * dh : qd + kvd + h * dh; });
@@ -533,7 +543,7 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
     const float *cs = c.rope_cs->data(), *sn = c.rope_sn->data();
     for (int s = 0; s < c.B; s++) {
       const int* pos = st.pos.data() + size_t(s) * T;
-      rope_apply(st.q.data() + s * qs, H, T, dh, a, cs, sn, pos);
+      rope_apply(st.q.data() + s * qs, H, keep, dh, a, cs, sn, pos + T - keep);
       rope_apply(st.k.data() + s * ks, K, T, dh, a, cs, sn, pos);
     }
     scope.reset();
@@ -553,20 +563,22 @@ void attention_block(const Ctx& c, int l, const float* u, float* out) {
   scope.emplace(fused ? "attention (flash)" : "attention (materialised)");
   // The new rows' (rotated) keys and values join the cache; a later run attends over everything cached.
   if (cache) kv_detail::append(*cache, l, st.k.data(), st.v.data(), c.B, K, T, dh);
+  Ctx cq = c;  // the queries' view: keep rows a sequence, the last at position off + T − 1
+  cq.T = keep;
   if (fused)
-    attention_flash(c, z);
+    attention_flash(c, z, keep);
   else if (cache)
-    attention_materialised(c, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(), size_t(cache->cap) * dh,
-                           off);
+    attention_materialised(cq, l, z, cache->k[size_t(l)].data(), cache->v[size_t(l)].data(), size_t(cache->cap) * dh,
+                           off + T - keep);
   else
-    attention_materialised(c, l, z, st.k.data(), st.v.data(), size_t(T) * dh, 0);
-  // z [B, H, T, dh] -> zm [B·T, H·dh] (which is TransformerLens's hook_z [(B,) T, H, dh] as it lies)
-  float* zm = st.q.data();  // [B·T, H·dh]: R · qd floats, st.q's size
-  for (int s = 0; s < c.B; s++) heads_to_rows(zm + s * qs, z + s * qs, H, T, dh);
+    attention_materialised(cq, l, z, st.k.data(), st.v.data(), size_t(T) * dh, T - keep);
+  // z [B, H, keep, dh] -> zm [B·keep, H·dh] (which is TransformerLens's hook_z [(B,) T, H, dh] as it lies)
+  float* zm = st.q.data();  // [B·keep, H·dh]: st.q's size
+  for (int s = 0; s < c.B; s++) heads_to_rows(zm + s * qs, z + s * qs, H, keep, dh);
   scope.reset();
   c.maybe(b, "hook_z", zm, {T, H, dh});
   scope.emplace("W_O");
-  linear(out, d, zm, R, w.wo, &w.bo, st.k);
+  linear(out, d, zm, c.B * keep, w.wo, &w.bo, st.k);
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
@@ -661,27 +673,44 @@ bool trims_block(const Ctx& c, const RunOptions& opt, int l) {
   return true;
 }
 
+// Whether a block that trims_block trims goes down to its last rows from its queries on: no hook asks for
+// anything of that block (its attention's hooks see every row) and no sequence is padded. Its keys and
+// values still cover every row; the queries, attention and W_O then run on the last kTrimRows rows, each
+// row's sums as in the whole block (flash_attention_forward_last; the products' kernels as above).
+bool trims_attention(const Ctx& c, int l) {
+  if (c.padded) return false;
+  if (!c.hooks || !c.hooks->wants) return true;
+  const std::string b = "blocks." + std::to_string(l) + ".";
+  for (const std::string& n : hook_names(c.m))
+    if (n.starts_with(b) && c.hooks->wants(n)) return false;
+  return true;
+}
+
 // The last r rows of each of the B sequences of p [B·T, d] to the front, [B·r, d] (in order, so nothing is
 // overwritten before it is read).
 void keep_last_rows(float* p, int B, int T, int r, int d) {
   for (int s = 0; s < B; s++) std::copy(p + (long(s) * T + T - r) * d, p + long(s + 1) * T * d, p + long(s) * r * d);
 }
 
+// A trimmed block's residual x (and st.xin, a parallel residual's block input; att unless null, i.e.
+// already computed on the last rows alone) down to each sequence's last kTrimRows rows; c.T says so.
+void trim_rows(Ctx& c, float* x, float* att) {
+  const int d = c.a.d;
+  keep_last_rows(x, c.B, c.T, kTrimRows, d);
+  if (att) keep_last_rows(att, c.B, c.T, kTrimRows, d);
+  if (c.a.parallel_residual) keep_last_rows(c.st.xin.data(), c.B, c.T, kTrimRows, d);
+  c.T = kTrimRows;
+}
+
 // Block l after its attention output att: x += mlp(norm(x + att)) + att, or with a parallel residual
-// x += att + mlp(norm(the block's input, st.xin)), every hook point on the way. `trim` (trims_block): x,
-// att and st.xin keep each sequence's last kTrimRows rows first, the rest runs on those, and c.T says so.
-void mlp_half(Ctx& c, int l, float* x, float* att, bool trim) {
+// x += att + mlp(norm(the block's input, st.xin)), every hook point on the way, over the c.R() rows
+// (each sequence's last kTrimRows in a trimmed block: trim_rows).
+void mlp_half(const Ctx& c, int l, float* x, float* att) {
   const Arch& a = c.a;
   const BlockWeights& w = c.m.blocks[size_t(l)];
   RunState& st = c.st;
   const int d = a.d;
   const std::string b = "blocks." + std::to_string(l) + ".";
-  if (trim) {
-    keep_last_rows(x, c.B, c.T, kTrimRows, d);
-    keep_last_rows(att, c.B, c.T, kTrimRows, d);
-    if (a.parallel_residual) keep_last_rows(st.xin.data(), c.B, c.T, kTrimRows, d);
-    c.T = kTrimRows;
-  }
   const int R = c.R(), T = c.T;
   const long n = long(R) * d;
   // The MLP's output goes where the attention's was (dead once added to x), unless the residual is
@@ -758,8 +787,15 @@ double lm_forward_flops(const Arch& a, int T, bool last_only) {
     mlp_row = 2 * d * a.d_ff * (a.gated_mlp() ? 3 : 2);
     per_block += t * mlp_row;
   }
-  // last_only: the last block's MLP runs on the last kTrimRows rows alone (trims_block)
-  const double trimmed = last_only && T > kTrimRows ? (t - kTrimRows) * mlp_row : 0;
+  // last_only (unhooked): the last block runs on the last kTrimRows rows alone past its keys and values
+  // (trims_block, trims_attention): their queries (a separate q weight's product; a fused one's runs on
+  // every row), their causal pairs, W_O and the MLP
+  double trimmed = 0;
+  if (last_only && T > kTrimRows && !a.attn_only()) {
+    const double kept_pairs = kTrimRows * t - kTrimRows * (kTrimRows - 1) / 2.0;
+    const double q_row = a.qkv_layout == QkvLayout::Separate ? 2 * d * a.q_dim() : 0;
+    trimmed = (t - kTrimRows) * (mlp_row + 2 * a.q_dim() * d + q_row) + 4 * (causal - kept_pairs) * a.H * a.dh;
+  }
   return a.n_layer * per_block + 2 * (last_only ? 1 : t) * d * a.vocab_size - trimmed;
 }
 
@@ -878,10 +914,15 @@ const std::vector<float>& run(const Model& m, const std::vector<int>& ids, RunSt
       grow(st.xin, Td);
       std::copy_n(x, Td, st.xin.data());
     }
-    attention_block(c, l, u, att);
-    if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, R, d);
+    // A trimmed last block (trims_block) runs on each sequence's last kTrimRows rows past its attention
+    // output, or past its keys and values when nothing of the block is hooked (trims_attention).
+    const bool trim = trims_block(c, opt, l), whole = trim && trims_attention(c, l);
+    attention_block(c, l, u, att, whole ? kTrimRows : T);
+    if (whole) trim_rows(c, x, nullptr);
+    if (a.post_norms) norm_rows(att, att, w.post_attn_w, Weight{}, a, c.R(), d);
     c.maybe(b, "hook_attn_out", att, {T, d});
-    if (!a.attn_only()) mlp_half(c, l, x, att, trims_block(c, opt, l));
+    if (trim && !whole) trim_rows(c, x, att);
+    if (!a.attn_only()) mlp_half(c, l, x, att);
     else add_rows(x, att, long(Td));
     c.maybe(b, "hook_resid_post", x, {T, d});
     if (opt.stop_at_layer == l) {

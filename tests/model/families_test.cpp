@@ -194,11 +194,12 @@ TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
 }
 
 // A run that wants the last position's logits (last_only, what `qkv run`, the bench and generation's prefill
-// ask for) runs the last block's MLP on each sequence's last 9 rows alone (trims_block): on every family,
-// one sequence or a batch of two, its logits are the full run's last rows to rounding and those of the
-// untrimmed last_only run (a hook on that MLP keeps every row) bit for bit, and the residual it leaves is
-// the last 9 rows' (so the trim did happen).
-TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
+// ask for) runs the last block on each sequence's last 9 rows alone from its queries on (trims_block,
+// trims_attention): on every family, one sequence or a batch of two, its logits are the full run's last
+// rows to rounding and, bit for bit, those of the untrimmed last_only run (a hook on that block's MLP keeps
+// every row) and of the run trimmed past the attention output only (a hook on the attention output), and
+// the residual it leaves is the last 9 rows' (so the trim did happen).
+TEST(Families, LastOnlyRunsTheLastBlockOnTheLastRowsAlone) {
   for (const std::string& type : supported_model_types()) {
     SCOPED_TRACE(type);
     const Model m = family_cases::random_tiny(type, "last", 17);
@@ -248,6 +249,14 @@ TEST(Families, LastOnlyRunsTheLastBlocksMlpOnTheLastRowsAlone) {
       EXPECT_EQ(shape, (std::vector<int64_t>{T, d}));
     }
     EXPECT_EQ(0, std::memcmp(last_hooked.data(), last.data(), size_t(V) * sizeof(float)));
+    // a hook on the attention's output: every row's, then the MLP on the last rows alone
+    h.wants = [&](const std::string& n) { return n == "blocks." + std::to_string(L - 1) + ".hook_attn_out"; };
+    const std::vector<float> last_mlp = run(m, first, st, hooked);
+    EXPECT_EQ(shape, (std::vector<int64_t>{T, d}));
+    EXPECT_EQ(0, std::memcmp(last_mlp.data(), last.data(), size_t(V) * sizeof(float)));
+    if (!m.arch.attn_only()) {
+      EXPECT_TRUE(near(st.x.data(), resid + size_t(T - kept) * d, d));
+    }
   }
 }
 

@@ -226,6 +226,11 @@ TEST(InferenceFlops, Gpt2SmallAt1024) {
       12 * (2.0 * 1024 * 768 * (2304 + 768 + 6144) + 4.0 * 524800 * 768) + 2.0 * 1024 * 768 * 50257;
   EXPECT_DOUBLE_EQ(lm_forward_flops(a, 1024), want);
   EXPECT_NEAR(lm_forward_flops(a, 1024) / 1e9, 272.0, 1.0);
+  // The last position's logits: the last block past its keys and values on its last 9 rows alone (their
+  // 9·1024 − 36 causal pairs, W_O and the MLP), and one row through the unembedding.
+  const double block_row = 2.0 * 768 * 768 + 2.0 * 768 * 6144;  // W_O and the MLP, one row
+  const double last = want - 2.0 * 1023 * 768 * 50257 - 1015 * block_row - 4.0 * (524800 - (9 * 1024 - 36)) * 768;
+  EXPECT_DOUBLE_EQ(lm_forward_flops(a, 1024, true), last);
 }
 
 }  // namespace
