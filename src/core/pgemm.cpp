@@ -59,8 +59,9 @@ const PgemmPath* path_in_use() {
 }
 
 // A panel's packed columns take at most 2 MiB (one per thread, counted in tests/cli/memory_test.sh's RSS
-// bound) and at most 512 columns: the KC k steps of a panel a pass reads (KC: 512 avx512, 256 avx2) stay
-// in L2 while A's rows pass (512 steps measured 0.4–6.7 % faster than 256 with avx512, mixed with avx2).
+// bound) and at most 512 columns: the KC = 512 k steps of a panel a pass reads stay in L2 while A's rows
+// pass (512 steps measured 0.4–6.7 % faster than 256 with avx512; with avx2, 1–2.5 % in the prefill and
+// the GEMM's shapes once the prefill ran at 78–80 % of the peak: docs/performance.md).
 constexpr long kPanelFloats = long(1) << 19;
 constexpr int kMaxPanelCols = 512;
 

@@ -1,5 +1,5 @@
 // The avx2 micro-kernel of pgemm.hpp: pgemm_simd.hpp over simd_avx2.hpp (8 lanes: tiles of 4 rows × 24
-// columns, 256 k steps a pass), target attribute only; pgemm.cpp calls it only on the avx2 path (QKV_ISA).
+// columns, 512 k steps a pass), target attribute only; pgemm.cpp calls it only on the avx2 path (QKV_ISA).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
@@ -8,5 +8,5 @@
 #include "simd_avx2.hpp"
 #include "pgemm_simd.hpp"
 
-QKV_PGEMM_DEFINE(avx2, 4, 3, 256)
+QKV_PGEMM_DEFINE(avx2, 4, 3, 512)
 #endif
