@@ -193,6 +193,45 @@ TEST(Families, PrefillIntoAnEmptyCacheIsTheUncachedRun) {
   }
 }
 
+// A last-position run that extends a cache (a second prompt after the first) trims its last block too,
+// its queries attending over the cache at their offset: on every family, the same logits bit for bit as the
+// untrimmed run (a hook on the last block's MLP) and, to rounding, as the uncached run over both prompts.
+TEST(Families, LastOnlyExtendingACacheTrimsTheLastBlockToo) {
+  for (const std::string& type : supported_model_types()) {
+    SCOPED_TRACE(type);
+    const Model m = family_cases::random_tiny(type, "extend", 23);
+    const int V = m.arch.vocab_size, L = m.arch.n_layer;
+    std::vector<int> ids;
+    for (int i = 0; i < 32; i++) ids.push_back((i * 71 + 7) % V);
+    const std::vector<int> first(ids.begin(), ids.begin() + 12), second(ids.begin() + 12, ids.end());
+    Hooks h;
+    h.wants = [&](const std::string& n) { return n == "blocks." + std::to_string(L - 1) + ".hook_mlp_out"; };
+    h.fn = [](const std::string&, ActView) {};
+    std::vector<std::vector<float>> got;
+    for (const Hooks* hooks : std::initializer_list<const Hooks*>{nullptr, &h}) {
+      KvCache cache;
+      RunState st;
+      RunOptions o;
+      o.cache = &cache;
+      o.last_only = true;
+      run(m, first, st, o);
+      o.hooks = hooks;
+      got.push_back(run(m, second, st, o));
+      EXPECT_EQ(cache.len, int(ids.size()));
+    }
+    ASSERT_EQ(got[0].size(), size_t(V));
+    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), size_t(V) * sizeof(float)));
+    RunState fst;
+    const std::vector<float> full = run(m, ids, fst);
+    double err = 0, scale = 0;
+    for (int v = 0; v < V; v++) {
+      err = std::max(err, double(std::abs(got[0][size_t(v)] - full[size_t(31) * V + v])));
+      scale = std::max(scale, double(std::abs(full[size_t(31) * V + v])));
+    }
+    EXPECT_LE(err, 1e-5 * scale);
+  }
+}
+
 // A run that wants the last position's logits (last_only, what `qkv run`, the bench and generation's prefill
 // ask for) runs the last block on each sequence's last 9 rows alone from its queries on (trims_block,
 // trims_attention): on every family, one sequence or a batch of two, its logits are the full run's last
