@@ -15,7 +15,6 @@
 #include "qkv/lm.hpp"
 #include "model/family_cases.hpp"
 
-
 namespace qkv {
 namespace {
 
