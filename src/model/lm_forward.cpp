@@ -501,20 +501,23 @@ void attention_block(const Ctx& c, int l, const float* u, float* out, int keep) 
   float* P = st.qkv.data();
   std::optional<profile::Scope> scope(std::in_place, "q, k, v projections");
   if (a.qkv_layout == QkvLayout::Separate) {
-    // q over the rows that get queries: every row, or each sequence's last keep (its own product then)
-    const int from = keep == T ? 0 : 1;
+    // q over the rows that get queries: with k and v over every row, or, trimmed, each sequence's last
+    // keep rows in a product of their own
+    const bool q_apart = keep < T;
+    const int first = q_apart ? 1 : 0;  // the first of q, k, v in the stacked product
     const Weight* ws[] = {&w.wq, &w.wk, &w.wv};
     const Weight* bs[] = {&w.bq, &w.bk, &w.bv};
-    if (!linear_packed_stack(P + (from ? qd : 0), total, u, R, std::span(ws).subspan(from),
-                             std::span(bs).subspan(from))) {
-      if (!from) linear(P, total, u, R, w.wq, &w.bq, st.k);
+    if (!linear_packed_stack(P + (q_apart ? qd : 0), total, u, R, std::span(ws).subspan(first),
+                             std::span(bs).subspan(first))) {
+      if (!q_apart) linear(P, total, u, R, w.wq, &w.bq, st.k);
       linear(P + qd, total, u, R, w.wk, &w.bk, st.k);
       linear(P + qd + kvd, total, u, R, w.wv, &w.bv, st.k);
     }
-    for (int s = 0; s < (from ? c.B : 0); s++) {
-      const size_t r0 = size_t(s) * T + T - keep;
-      linear(P + r0 * total, total, u + r0 * d, keep, w.wq, &w.bq, st.k);
-    }
+    if (q_apart)
+      for (int s = 0; s < c.B; s++) {
+        const size_t r0 = size_t(s) * T + T - keep;
+        linear(P + r0 * total, total, u + r0 * d, keep, w.wq, &w.bq, st.k);
+      }
   } else {
     linear(P, total, u, R, w.wqkv, &w.bqkv, st.k);
   }
